@@ -1,0 +1,23 @@
+"""Liveness and readiness: can we reach the database and the broker right now?"""
+
+from django.db import connection
+
+from scheduler_project.celery import app
+
+
+def check_database() -> str | None:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except Exception as exc:
+        return f"database unreachable: {exc.__class__.__name__}: {exc}"
+    return None
+
+
+def check_broker() -> str | None:
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+    except Exception as exc:
+        return f"broker unreachable: {exc.__class__.__name__}: {exc}"
+    return None

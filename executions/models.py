@@ -1,0 +1,102 @@
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+from executions.states import ExecutionState
+
+
+class Origin(models.TextChoices):
+    SCHEDULE = "SCHEDULE"  # a fire of the job's schedule; a cron fire materialises the next one
+    TRIGGER = "TRIGGER"  # "run now" by a person or a service; outside the schedule's chain
+
+
+class Execution(models.Model):
+    """One run of a job at one fire time, across its attempts.
+
+    A retry reuses the row (attempt + 1); `lease_token` grows with every claim, and every write
+    made on behalf of a worker is conditional on it (fencing).
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="executions")
+    # Copied from the job so the claim, the filters and the per-tenant views need no join.
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="executions")
+    pool = models.CharField(max_length=64)
+    priority = models.PositiveSmallIntegerField(default=1)
+    origin = models.CharField(max_length=8, choices=Origin.choices, default=Origin.SCHEDULE)
+    attempt = models.PositiveIntegerField(default=1)
+    state = models.CharField(max_length=20, choices=ExecutionState.choices, default=ExecutionState.PENDING)
+    scheduled_for = models.DateTimeField()
+    available_at = models.DateTimeField()
+    lease_token = models.BigIntegerField(default=0)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    timeout_at = models.DateTimeField(null=True, blank=True)
+    # QUEUED rows not started by then are published again; the grace doubles each time.
+    republish_at = models.DateTimeField(null=True, blank=True)
+    publish_count = models.PositiveIntegerField(default=0)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    worker_id = models.CharField(max_length=200, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    traceback = models.TextField(blank=True)
+    checkpoint = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-scheduled_for", "-created_at"]
+        constraints = [
+            # Two dispatchers can never materialise the same fire of a schedule twice.
+            models.UniqueConstraint(
+                fields=["job", "scheduled_for"],
+                condition=Q(origin="SCHEDULE"),
+                name="execution_one_per_fire",
+            ),
+            models.CheckConstraint(condition=Q(state__in=ExecutionState.values), name="execution_state_valid"),
+            models.CheckConstraint(condition=Q(attempt__gte=1), name="execution_attempt_positive"),
+            models.CheckConstraint(
+                condition=~Q(state="RUNNING") | Q(lease_expires_at__isnull=False, started_at__isnull=False),
+                name="execution_running_has_lease",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="QUEUED") | Q(queued_at__isnull=False, republish_at__isnull=False),
+                name="execution_queued_has_times",
+            ),
+        ]
+        indexes = [
+            # The due index: the dispatcher's only read. Its size is what is pending, not all history.
+            models.Index(fields=["available_at"], condition=Q(state="PENDING"), name="execution_due"),
+            models.Index(fields=["lease_expires_at"], condition=Q(state="RUNNING"), name="execution_lease"),
+            models.Index(fields=["timeout_at"], condition=Q(state="RUNNING"), name="execution_timeout"),
+            models.Index(fields=["republish_at"], condition=Q(state="QUEUED"), name="execution_republish"),
+            models.Index(fields=["job", "-scheduled_for"], name="execution_job_history"),
+            models.Index(fields=["tenant", "state", "-scheduled_for"], name="execution_tenant_state"),
+            models.Index(fields=["state", "-scheduled_for"], name="execution_state"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} #{self.attempt} {self.state}"
+
+
+class ExecutionEvent(models.Model):
+    """Append-only history: one row per state transition (and per notable non-transition)."""
+
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField()
+    from_state = models.CharField(max_length=20, blank=True)
+    to_state = models.CharField(max_length=20)
+    attempt = models.PositiveIntegerField()
+    worker_id = models.CharField(max_length=200, blank=True)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["execution", "at"], name="event_execution_at")]
+
+    def __str__(self) -> str:
+        return f"{self.execution_id} {self.from_state or '∅'}→{self.to_state}"

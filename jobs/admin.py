@@ -1,0 +1,52 @@
+from django.contrib import admin, messages
+from django.utils import timezone
+
+from jobs.models import Job
+from jobs.services import job_cancel, job_pause, job_resume, job_trigger
+from jobs.states import InvalidJobTransition
+
+
+def _run_action(modeladmin, request, queryset, service, verb: str) -> None:
+    done, refused = 0, []
+    for job in queryset:
+        try:
+            service(job=job, now=timezone.now())
+            done += 1
+        except InvalidJobTransition as exc:
+            refused.append(str(exc))
+    if done:
+        modeladmin.message_user(request, f"{verb} {done} job(s)")
+    for reason in refused:
+        modeladmin.message_user(request, reason, messages.WARNING)
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = ["name", "tenant", "type", "schedule", "timezone", "handler", "pool", "state", "next_fire_at"]
+    list_filter = ["state", "type", "pool", "tenant"]
+    search_fields = ["name", "id", "handler"]
+    readonly_fields = ["id", "state", "next_fire_at", "idempotency_key", "request_fingerprint", "created_at", "updated_at"]
+    actions = ["pause", "resume", "cancel", "trigger"]
+    list_select_related = ["tenant"]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # jobs are created through the API, which validates and makes the first execution
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False  # definitions change through the API's update, which re-times the schedule
+
+    @admin.action(description="Pause")
+    def pause(self, request, queryset):
+        _run_action(self, request, queryset, job_pause, "paused")
+
+    @admin.action(description="Resume")
+    def resume(self, request, queryset):
+        _run_action(self, request, queryset, job_resume, "resumed")
+
+    @admin.action(description="Cancel (no future fires)")
+    def cancel(self, request, queryset):
+        _run_action(self, request, queryset, job_cancel, "cancelled")
+
+    @admin.action(description="Trigger (run now)")
+    def trigger(self, request, queryset):
+        _run_action(self, request, queryset, job_trigger, "triggered")

@@ -1,0 +1,185 @@
+from django.http import Http404
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from executions.selectors import execution_list, latest_executions
+from executions.serializers import ExecutionSerializer
+from jobs import cron
+from jobs.filters import JobFilter
+from jobs.models import Job
+from jobs.selectors import job_get, job_list
+from jobs.serializers import JobInputSerializer, JobOutputSerializer
+from jobs.services import job_cancel, job_create, job_pause, job_resume, job_trigger, job_update, request_fingerprint
+from tenants.models import Tenant
+from tenants.selectors import scope_of
+
+
+def _job_or_404(request, job_id) -> Job:
+    job = job_get(scope=scope_of(user=request.user), job_id=job_id)
+    if job is None:
+        raise Http404("no such job")
+    return job
+
+
+def _tenant_for_create(request, slug: str | None) -> Tenant:
+    """A token creates in its own tenant; a session names one it may use."""
+    token_tenant = getattr(request.user, "tenant", None)
+    if token_tenant is not None:
+        return token_tenant
+    scope = scope_of(user=request.user)
+    tenants = Tenant.objects.all() if scope is None else Tenant.objects.filter(pk__in=scope)
+    if slug:
+        tenant = tenants.filter(slug=slug).first()
+        if tenant is None:
+            raise serializers.ValidationError({"tenant": [f"unknown tenant '{slug}'"]})
+        return tenant
+    if len(candidates := list(tenants[:2])) == 1:
+        return candidates[0]
+    raise serializers.ValidationError({"tenant": ["is required for a session that can see several tenants"]})
+
+
+class JobListCreateApi(generics.ListAPIView):
+    serializer_class = JobOutputSerializer
+    filterset_class = JobFilter
+
+    def get_queryset(self):
+        return job_list(scope=scope_of(user=self.request.user))
+
+    @extend_schema(
+        request=JobInputSerializer,
+        responses={201: JobOutputSerializer, 200: JobOutputSerializer},
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+    )
+    def post(self, request):
+        key = request.headers.get("Idempotency-Key") or None
+        if key is not None and len(key) > 255:
+            raise serializers.ValidationError({"Idempotency-Key": ["must be at most 255 characters"]})
+        serializer = JobInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        tenant = _tenant_for_create(request, serializer.validated_data.get("tenant"))
+        result = job_create(
+            tenant=tenant,
+            fields=serializer.to_model_fields(),
+            now=timezone.now(),
+            idempotency_key=key,
+            fingerprint=request_fingerprint(request.data),
+        )
+        return Response(
+            JobOutputSerializer(result.job).data,
+            status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
+        )
+
+
+class JobDetailApi(APIView):
+    @extend_schema(responses=JobOutputSerializer)
+    def get(self, request, job_id):
+        job = _job_or_404(request, job_id)
+        data = JobOutputSerializer(job).data
+        data["latestExecutions"] = ExecutionSerializer(latest_executions(job_id=job.pk), many=True).data
+        return Response(data)
+
+    @extend_schema(request=JobInputSerializer, responses=JobOutputSerializer)
+    def put(self, request, job_id):
+        return self._update(request, job_id)
+
+    @extend_schema(request=JobInputSerializer, responses=JobOutputSerializer)
+    def patch(self, request, job_id):
+        return self._update(request, job_id)
+
+    def _update(self, request, job_id):
+        job = _job_or_404(request, job_id)
+        # PUT replaces what it names; like PATCH it leaves unnamed fields as they are, since a
+        # job's identity (type, tenant) cannot change anyway.
+        serializer = JobInputSerializer(job, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        fields = serializer.to_model_fields()
+        fields.pop("type", None)
+        job = job_update(job=job, fields=fields, now=timezone.now())
+        return Response(JobOutputSerializer(job).data)
+
+    @extend_schema(responses=JobOutputSerializer)
+    def delete(self, request, job_id):
+        job = job_cancel(job=_job_or_404(request, job_id), now=timezone.now())
+        return Response(JobOutputSerializer(job).data)
+
+
+class JobPauseApi(APIView):
+    @extend_schema(request=None, responses=JobOutputSerializer)
+    def post(self, request, job_id):
+        job = job_pause(job=_job_or_404(request, job_id), now=timezone.now())
+        return Response(JobOutputSerializer(job).data)
+
+
+class JobResumeApi(APIView):
+    @extend_schema(request=None, responses=JobOutputSerializer)
+    def post(self, request, job_id):
+        job = job_resume(job=_job_or_404(request, job_id), now=timezone.now())
+        return Response(JobOutputSerializer(job).data)
+
+
+class JobTriggerApi(APIView):
+    @extend_schema(request=None, responses=ExecutionSerializer)
+    def post(self, request, job_id):
+        execution = job_trigger(job=_job_or_404(request, job_id), now=timezone.now())
+        return Response(ExecutionSerializer(execution).data)
+
+
+class JobExecutionsApi(generics.ListAPIView):
+    serializer_class = ExecutionSerializer
+
+    def get_queryset(self):
+        job = _job_or_404(self.request, self.kwargs["job_id"])
+        return execution_list(scope=scope_of(user=self.request.user)).filter(job=job)
+
+    def paginate_queryset(self, queryset):
+        self.paginator.ordering = "-scheduled_for"
+        return super().paginate_queryset(queryset)
+
+
+class PreviewQuerySerializer(serializers.Serializer):
+    schedule = serializers.CharField()
+    timezone = serializers.CharField(required=False, default="UTC")
+    count = serializers.IntegerField(min_value=1, max_value=100, required=False, default=5)
+    after = serializers.CharField(required=False)
+
+
+class SchedulePreviewApi(APIView):
+    """The next fire times of a cron schedule, in UTC and in its timezone."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(parameters=[PreviewQuerySerializer])
+    def get(self, request):
+        query = PreviewQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        params = query.validated_data
+        after = timezone.now()
+        if "after" in params:
+            from jobs.serializers import AwareDateTimeField
+
+            try:
+                after = AwareDateTimeField().to_internal_value(params["after"])
+            except serializers.ValidationError as exc:
+                raise serializers.ValidationError({"after": exc.detail}) from exc
+        try:
+            zone = cron.parse_timezone(params["timezone"])
+        except cron.CronError as exc:
+            raise serializers.ValidationError({"timezone": [str(exc)]}) from exc
+        try:
+            fires = cron.fires_after(params["schedule"], params["timezone"], after, params["count"])
+        except cron.CronError as exc:
+            raise serializers.ValidationError({"schedule": [str(exc)]}) from exc
+        return Response(
+            {
+                "schedule": params["schedule"],
+                "timezone": params["timezone"],
+                "fireTimes": [
+                    {"utc": fire.strftime("%Y-%m-%dT%H:%M:%SZ"), "local": fire.astimezone(zone).isoformat()}
+                    for fire in fires
+                ],
+            }
+        )

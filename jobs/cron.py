@@ -1,0 +1,490 @@
+"""Cron schedule evaluation for Tickwork: pure logic, no Django, no database.
+
+Semantics (the contract other modules rely on):
+
+* An expression has five fields: minute hour day-of-month month day-of-week.
+  Ranges (``1-5``), steps (``*/15``, ``10-40/10``, ``5/15`` meaning ``5-59/15``),
+  lists, month/day names (``JAN``, ``MON``), wrap-around ranges without a step
+  (``22-2``, ``FRI-MON``) and ``weekday#n`` (n-th weekday of the month) are
+  accepted. A whole day-of-month or day-of-week field of ``?`` means ``*``.
+  Aliases: ``@hourly @daily @midnight @weekly @monthly @yearly @annually``.
+  Rejected with :class:`CronError`: six/seven-field (seconds/year) expressions,
+  ``@reboot``, ``L``, ``W``, ``H`` (hashed) and ``R`` (random) values.
+* Fields are evaluated in the job's IANA timezone; every returned time is an
+  aware ``datetime`` in UTC (``tzinfo=datetime.timezone.utc``).
+* Day-of-month and day-of-week follow the cron man page: if either field
+  *begins with* ``*`` both must match, otherwise a day matching either runs.
+  Day-of-week 0 and 7 are both Sunday.
+* Daylight saving time follows Vixie cron:
+
+  - If the minute or the hour field begins with ``*`` the schedule runs by
+    ELAPSED time: a UTC instant fires iff its local wall time (with the fold it
+    really has) matches. It fires in both occurrences of a repeated hour and
+    never in a skipped hour (``0 * * * *`` runs 25 and 23 times on those days).
+  - Otherwise the schedule is FIXED wall-clock: each matching local wall time
+    fires once. A wall time skipped by spring-forward fires at the first instant
+    after the gap; a wall time repeated by fall-back fires at its first
+    occurrence only. Several wall times mapping to one instant fire once.
+
+* A schedule with no calendar day that can match (``0 0 30 2 *``) is rejected
+  by :func:`validate`; one that can never fire in a particular timezone (all of
+  its days fall into DST gaps) makes :func:`next_fire` raise after searching
+  :data:`SEARCH_YEARS` years.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+import zoneinfo
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+
+from croniter import CroniterError, croniter
+
+__all__ = [
+    "SEARCH_YEARS",
+    "CronError",
+    "fires_after",
+    "fires_between",
+    "next_fire",
+    "parse_timezone",
+    "validate",
+]
+
+# Long enough to cover the 28-year weekday/leap cycle plus the skipped leap
+# day of 2100, so a rare-but-possible schedule (Feb 29 that is the 5th Monday)
+# is still found rather than reported as "never fires".
+SEARCH_YEARS = 50
+
+_UTC = UTC
+
+
+class CronError(ValueError):
+    """An expression or timezone that cannot be scheduled; the message says why."""
+
+
+@dataclass(frozen=True)
+class _Field:
+    name: str
+    low: int
+    high: int
+    names: tuple[str, ...] = ()  # index i spells value low + i
+
+
+_FIELDS: tuple[_Field, ...] = (
+    _Field("minute", 0, 59),
+    _Field("hour", 0, 23),
+    _Field("day-of-month", 1, 31),
+    _Field("month", 1, 12, ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")),
+    # 7 is accepted as a second spelling of Sunday, as in Vixie cron.
+    _Field("day-of-week", 0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")),
+)
+_MINUTE, _HOUR, _DOM, _MONTH, _DOW = range(5)
+
+_ALIASES: dict[str, str] = {
+    "@hourly": "0 * * * *",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+}
+
+_ITEM_RE = re.compile(r"^(?P<base>[^/]*)(?:/(?P<step>.*))?$")
+_ATOM_RE = re.compile(r"^(?:\d+|[a-z]+)$")
+
+
+@dataclass(frozen=True)
+class _Schedule:
+    expression: str
+    minutes: tuple[int, ...]
+    hours: tuple[int, ...]
+    days_of_month: frozenset[int]
+    months: frozenset[int]
+    days_of_week: frozenset[int]
+    # nth_weekdays[w] holds the occurrences n for "w#n"; empty when unused.
+    nth_weekdays: tuple[frozenset[int], ...]
+    dom_star: bool
+    dow_star: bool
+    elapsed: bool
+
+    def matches_day(self, day: date) -> bool:
+        if day.month not in self.months:
+            return False
+        dom_ok = day.day in self.days_of_month
+        weekday = day.isoweekday() % 7
+        dow_ok = weekday in self.days_of_week or (day.day - 1) // 7 + 1 in self.nth_weekdays[weekday]
+        if self.dom_star or self.dow_star:
+            return dom_ok and dow_ok
+        return dom_ok or dow_ok
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _atom_value(field: _Field, text: str) -> int:
+    if not _ATOM_RE.match(text):
+        raise CronError(f"{field.name} field: {text!r} is not a valid value")
+    if text.isdigit():
+        value = int(text)
+    elif text in field.names:
+        value = field.low + field.names.index(text)
+    else:
+        raise CronError(f"{field.name} field: {text!r} is not a valid value")
+    if not field.low <= value <= field.high:
+        raise CronError(f"{field.name} field: {value} is out of range {field.low}-{field.high}")
+    return value
+
+
+def _normalise_item(index: int, item: str) -> tuple[str, tuple[int, int] | None]:
+    """Validate one list item; return it in a form croniter expands correctly.
+
+    croniter expands ``5-5`` to the whole field and ``7/2`` to every even
+    weekday, and mishandles names in one-value ranges, so items are handed to it
+    as plain numbers, single-value ranges collapsed, ``a/n`` spelled ``a-max/n``.
+    A ``weekday#n`` item is returned separately as ``(weekday, n)``.
+    """
+    field = _FIELDS[index]
+    if not item:
+        raise CronError(f"{field.name} field: empty list item")
+    for token, what in (("l", "'L' (last)"), ("w", "'W' (nearest weekday)"), ("h", "'H' (hashed)"), ("r", "'R' (random)"), ("?", "'?'")):
+        if re.search(rf"(?<![a-z]){re.escape(token)}(?![a-z])", item):
+            raise CronError(f"{field.name} field: {what} is not supported")
+    match = _ITEM_RE.match(item)
+    if match is None:  # pragma: no cover - the pattern matches every string
+        raise CronError(f"{field.name} field: {item!r} is not valid")
+    base, step_text = match.group("base"), match.group("step")
+
+    step: int | None = None
+    if step_text is not None:
+        if not step_text.isdigit():
+            raise CronError(f"{field.name} field: step {step_text!r} is not a positive integer")
+        step = int(step_text)
+        if step == 0:
+            raise CronError(f"{field.name} field: step 0 is not a positive integer")
+
+    if "#" in base:
+        if index != _DOW:
+            raise CronError(f"{field.name} field: '#' is only allowed in the day-of-week field")
+        weekday_text, _, nth_text = base.partition("#")
+        if step is not None or "-" in weekday_text:
+            raise CronError(f"{field.name} field: {item!r}: '#' needs a single weekday")
+        weekday = _atom_value(field, weekday_text) % 7
+        if not nth_text.isdigit() or not 1 <= int(nth_text) <= 5:
+            raise CronError(f"{field.name} field: {item!r}: the occurrence after '#' must be 1-5")
+        return "", (weekday, int(nth_text))
+
+    if base == "*":
+        return (item if step is None else f"*/{step}"), None
+    if base.count("-") > 1:
+        raise CronError(f"{field.name} field: {base!r} is not a valid range")
+    if "-" in base:
+        first_text, _, last_text = base.partition("-")
+        first, last = _atom_value(field, first_text), _atom_value(field, last_text)
+        if index == _DOW:
+            # Sunday is both 0 and 7: "5-0" ends on Sunday, "7-2" starts on it.
+            if last == 0 and first > 0:
+                last = 7
+            if first == 7 and last < 7:
+                first = 0
+    else:
+        first = _atom_value(field, base)
+        last = field.high if step is not None else first
+
+    if first == last:
+        return str(first), None
+    if first > last:
+        if step is not None:
+            raise CronError(f"{field.name} field: wrap-around range {base!r} cannot take a step")
+        return f"{first}-{last}", None  # croniter wraps these round the end of the field
+    return f"{first}-{last}" + ("" if step is None else f"/{step}"), None
+
+
+def _expand_item(index: int, item: str) -> set[int]:
+    field = _FIELDS[index]
+    columns = ["*"] * 5
+    columns[index] = item
+    try:
+        expanded = croniter.expand(" ".join(columns))[0][index]
+    except CroniterError as exc:
+        raise CronError(f"{field.name} field: {item!r} is not valid ({exc})") from exc
+    high = 6 if index == _DOW else field.high
+    if expanded == ["*"]:
+        return set(range(field.low, high + 1))
+    return {int(v) % 7 if index == _DOW else int(v) for v in expanded}
+
+
+def _parse_field(index: int, text: str) -> tuple[frozenset[int], tuple[frozenset[int], ...]]:
+    values: set[int] = set()
+    nth: list[set[int]] = [set() for _ in range(7)]
+    for item in text.split(","):
+        normalised, nth_item = _normalise_item(index, item)
+        if nth_item is not None:
+            nth[nth_item[0]].add(nth_item[1])
+        else:
+            values |= _expand_item(index, normalised)
+    return frozenset(values), tuple(frozenset(s) for s in nth)
+
+
+def _split_expression(expression: str) -> list[str]:
+    if not isinstance(expression, str):
+        raise CronError(f"cron expression must be a string, not {type(expression).__name__}")
+    text = expression.strip().lower()
+    if not text:
+        raise CronError("cron expression is empty")
+    if text.startswith("@"):
+        if text == "@reboot":
+            raise CronError("@reboot is not supported: Tickwork has no notion of a reboot")
+        if text not in _ALIASES:
+            raise CronError(f"unknown cron alias {expression.strip()!r}; use one of {', '.join(_ALIASES)}")
+        text = _ALIASES[text]
+    fields = text.split()
+    if len(fields) in (6, 7):
+        raise CronError(
+            f"cron expression has {len(fields)} fields; expected 5 (minute hour day-of-month month "
+            "day-of-week) - seconds and year fields are not supported"
+        )
+    if len(fields) != 5:
+        raise CronError(
+            f"cron expression has {len(fields)} field{'s' if len(fields) != 1 else ''}; expected 5 "
+            "(minute hour day-of-month month day-of-week)"
+        )
+    return fields
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse(expression: str) -> _Schedule:
+    fields = _split_expression(expression)
+    for index in (_DOM, _DOW):
+        if fields[index] == "?":  # Quartz spelling of "no specific value"
+            fields[index] = "*"
+    parsed = [_parse_field(index, text) for index, text in enumerate(fields)]
+    schedule = _Schedule(
+        expression=expression,
+        minutes=tuple(sorted(parsed[_MINUTE][0])),
+        hours=tuple(sorted(parsed[_HOUR][0])),
+        days_of_month=parsed[_DOM][0],
+        months=parsed[_MONTH][0],
+        days_of_week=parsed[_DOW][0],
+        nth_weekdays=parsed[_DOW][1],
+        dom_star=fields[_DOM].startswith("*"),
+        dow_star=fields[_DOW].startswith("*"),
+        elapsed=fields[_MINUTE].startswith("*") or fields[_HOUR].startswith("*"),
+    )
+    if not _some_day_matches(schedule):
+        raise CronError(
+            f"cron expression {expression!r} never fires: no calendar date matches its "
+            "day-of-month, month and day-of-week fields"
+        )
+    return schedule
+
+
+def _some_day_matches(schedule: _Schedule) -> bool:
+    # Between 1901 and 2099 the calendar repeats every 28 years and every year
+    # type occurs in any 28-year span, so scanning one span decides it.
+    day, end = date(2000, 1, 1), date(2028, 1, 1)
+    while day < end:
+        if day.month not in schedule.months:
+            day = _first_of_next_month(day)
+        elif schedule.matches_day(day):
+            return True
+        else:
+            day += timedelta(days=1)
+    return False
+
+
+def _first_of_next_month(day: date) -> date:
+    return date(day.year + 1, 1, 1) if day.month == 12 else date(day.year, day.month + 1, 1)
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def _uniform_offset(tz: zoneinfo.ZoneInfo, day: date) -> timedelta | None:
+    """The day's single UTC offset, or None if a transition touches the day.
+
+    zoneinfo does not expose its transition table, so the day is probed at each
+    hour and at 23:59 with both folds; a gap or repeat makes the folds
+    disagree, and any net change makes the probes disagree.
+    """
+    base = datetime.combine(day, time())
+    probes = [base + timedelta(hours=h) for h in range(24)] + [base + timedelta(hours=23, minutes=59)]
+    offset = tz.utcoffset(base)
+    for probe in probes:
+        if tz.utcoffset(probe) != offset or tz.utcoffset(probe.replace(fold=1)) != offset:
+            return None
+    return offset
+
+
+def _gap_end(tz: zoneinfo.ZoneInfo, wall: datetime, low: datetime, high: datetime) -> datetime:
+    """First instant whose local wall time is >= ``wall`` (which lies in a gap).
+
+    ``low`` is before the transition and ``high`` after it; transitions are
+    whole seconds, so bisecting on seconds lands exactly on the transition.
+    """
+    while high - low > timedelta(seconds=1):
+        mid = low + timedelta(seconds=int((high - low).total_seconds()) // 2)
+        if mid.astimezone(tz).replace(tzinfo=None) >= wall:
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def _regular_day_fires(schedule: _Schedule, day: date, offset: timedelta, after: datetime) -> Iterator[datetime]:
+    # With one offset all day, wall time order is instant order, so bisect to
+    # the first wall time after `after` instead of converting every slot.
+    threshold = after.replace(tzinfo=None) + offset
+    base = datetime.combine(day, time(), tzinfo=_UTC) - offset
+    hours, minutes = schedule.hours, schedule.minutes
+    hour_index = 0
+    if threshold.date() > day:
+        return
+    if threshold.date() == day:
+        hour_index = bisect_left(hours, threshold.hour)
+        if hour_index < len(hours) and hours[hour_index] == threshold.hour:
+            hour_start = base + timedelta(hours=threshold.hour)
+            for minute in minutes[bisect_right(minutes, threshold.minute) :]:
+                yield hour_start + timedelta(minutes=minute)
+            hour_index += 1
+    for hour in hours[hour_index:]:
+        hour_start = base + timedelta(hours=hour)
+        for minute in minutes:
+            yield hour_start + timedelta(minutes=minute)
+
+
+def _transition_day_fires(schedule: _Schedule, tz: zoneinfo.ZoneInfo, day: date, after: datetime) -> list[datetime]:
+    fires: set[datetime] = set()
+    for hour, minute in itertools.product(schedule.hours, schedule.minutes):
+        wall = datetime.combine(day, time(hour, minute))
+        first = wall.replace(tzinfo=tz, fold=0).astimezone(_UTC)
+        second = wall.replace(tzinfo=tz, fold=1).astimezone(_UTC)
+        if first == second:
+            fires.add(first)
+        elif first.astimezone(tz).replace(tzinfo=None) == wall:  # repeated wall time
+            fires.add(first)
+            if schedule.elapsed:
+                fires.add(second)
+        elif not schedule.elapsed:  # skipped wall time
+            fires.add(_gap_end(tz, wall, min(first, second), max(first, second)))
+    return sorted(f for f in fires if f > after)
+
+
+def _iter_fires(
+    schedule: _Schedule, tz: zoneinfo.ZoneInfo, after: datetime, until: datetime | None = None
+) -> Iterator[datetime]:
+    """Fires strictly after ``after`` in order; stops after ``until`` if given.
+
+    Without ``until`` it raises CronError once SEARCH_YEARS pass without a fire.
+    """
+    after = after.astimezone(_UTC)
+    try:
+        # A day's fires never precede the previous day's, except that a
+        # gap/fold straddling midnight can move them across the date line, so
+        # starting one day early is enough.
+        day = after.astimezone(tz).date() - timedelta(days=1)
+        last_day = None if until is None else until.astimezone(tz).date() + timedelta(days=2)
+        horizon = _years_after(day)
+        last: datetime | None = None
+        while last_day is None or day <= last_day:
+            if last_day is None and day > horizon:
+                raise CronError(
+                    f"cron expression {schedule.expression!r} never fires in timezone {tz.key!r} "
+                    f"(no fire within {SEARCH_YEARS} years)"
+                )
+            if day.month not in schedule.months:
+                day = _first_of_next_month(day)
+                continue
+            if schedule.matches_day(day):
+                offset = _uniform_offset(tz, day)
+                fires: Iterator[datetime] | list[datetime]
+                if offset is not None:
+                    fires = _regular_day_fires(schedule, day, offset, after)
+                else:
+                    fires = _transition_day_fires(schedule, tz, day, after)
+                for fire in fires:
+                    if last is not None and fire <= last:
+                        continue  # several skipped wall times land on one instant
+                    if until is not None and fire > until:
+                        return
+                    last = fire
+                    horizon = _years_after(day)
+                    yield fire
+            day += timedelta(days=1)
+    except OverflowError:
+        return  # ran off the end of datetime's range (year 9999)
+
+
+def _years_after(day: date) -> date:
+    try:
+        return day + timedelta(days=366 * SEARCH_YEARS)
+    except OverflowError:
+        return date.max
+
+
+def _aware_utc(value: datetime, name: str) -> datetime:
+    if not isinstance(value, datetime):
+        raise TypeError(f"{name} must be a datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{name} must be timezone-aware")
+    return value.astimezone(_UTC)
+
+
+# --------------------------------------------------------------------------- public API
+
+
+@functools.lru_cache(maxsize=512)
+def parse_timezone(name: str) -> zoneinfo.ZoneInfo:
+    """The IANA zone called ``name``; CronError if there is none."""
+    if not isinstance(name, str) or not name:
+        raise CronError(f"unknown timezone {name!r}")
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise CronError(f"unknown timezone {name!r}") from exc
+
+
+def validate(expression: str) -> None:
+    """Raise CronError naming the problem if ``expression`` is not a usable schedule."""
+    _parse(expression)
+
+
+def next_fire(expression: str, timezone: str, after: datetime) -> datetime:
+    """The first fire strictly after ``after``, as an aware UTC datetime."""
+    schedule, tz = _parse(expression), parse_timezone(timezone)
+    after_utc = _aware_utc(after, "after")
+    for fire in _iter_fires(schedule, tz, after_utc):
+        return fire
+    raise CronError(f"cron expression {expression!r} has no fire after {after_utc.isoformat()}")
+
+
+def fires_after(expression: str, timezone: str, after: datetime, count: int) -> list[datetime]:
+    """The first ``count`` fires strictly after ``after``, in order, as aware UTC datetimes."""
+    if count < 0:
+        raise ValueError("count must not be negative")
+    schedule, tz = _parse(expression), parse_timezone(timezone)
+    after_utc = _aware_utc(after, "after")
+    if count == 0:
+        return []
+    fires = list(itertools.islice(_iter_fires(schedule, tz, after_utc), count))
+    if len(fires) < count:
+        raise CronError(f"cron expression {expression!r} has only {len(fires)} fires after {after_utc.isoformat()}")
+    return fires
+
+
+def fires_between(
+    expression: str, timezone: str, start: datetime, end: datetime, limit: int = 10000
+) -> list[datetime]:
+    """Fires in ``(start, end]`` in order, at most ``limit`` of them, as aware UTC datetimes."""
+    if limit < 0:
+        raise ValueError("limit must not be negative")
+    schedule, tz = _parse(expression), parse_timezone(timezone)
+    start_utc, end_utc = _aware_utc(start, "start"), _aware_utc(end, "end")
+    if end_utc <= start_utc:
+        return []
+    return list(itertools.islice(_iter_fires(schedule, tz, start_utc, until=end_utc), limit))

@@ -1,0 +1,56 @@
+"""Handlers by name, and the pools they run in.
+
+A request names a handler; it never names code to import. Apps register handlers in a
+`handlers.py` module, found at startup like `admin.py`.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.utils.module_loading import autodiscover_modules
+
+
+@dataclass(frozen=True)
+class HandlerSpec:
+    name: str
+    func: Callable[..., Any]
+    pool: str
+    # Run the handler inside the transaction that records SUCCEEDED, so its own database
+    # writes commit with the outcome or not at all.
+    atomic: bool = False
+
+
+_handlers: dict[str, HandlerSpec] = {}
+
+
+def register(name: str, *, pool: str = "default", atomic: bool = False) -> Callable:
+    """Decorator: `@register("send-invoice", pool="billing")`."""
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        _handlers[name] = HandlerSpec(name=name, func=func, pool=pool, atomic=atomic)
+        return func
+
+    return decorate
+
+
+def get(name: str) -> HandlerSpec | None:
+    return _handlers.get(name)
+
+
+def handler_names() -> list[str]:
+    return sorted(_handlers)
+
+
+def pools() -> list[str]:
+    """Configured pools plus every pool a registered handler names."""
+    return sorted(set(settings.TICKWORK_POOLS) | {spec.pool for spec in _handlers.values()})
+
+
+def queue_name(pool: str) -> str:
+    return f"tickwork.{pool}"
+
+
+def autodiscover() -> None:
+    autodiscover_modules("handlers")

@@ -1,0 +1,209 @@
+"""The job's public shape (camelCase, as the API contract writes it) and its validation."""
+
+import json
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone as django_timezone
+from rest_framework import serializers
+
+from jobs import cron, registry
+from jobs.models import Backoff, ConcurrencyPolicy, Job, JobType, MisfirePolicy, Priority
+
+MAX_DELAY_SEC = 10 * 365 * 86400
+
+
+class StrictSerializer(serializers.Serializer):
+    """Refuses fields it does not know, so a typo ('runat') is an error rather than ignored."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
+        return super().to_internal_value(data)
+
+
+class AwareDateTimeField(serializers.DateTimeField):
+    """ISO 8601 with an explicit offset: a bare local time is ambiguous, so it is refused."""
+
+    def to_internal_value(self, value):
+        if isinstance(value, str):
+            try:
+                parsed = datetime.fromisoformat(value)
+            except ValueError:
+                self.fail("invalid", format="ISO 8601 with an offset, e.g. 2027-03-14T09:00:00Z")
+            if parsed.tzinfo is None:
+                raise serializers.ValidationError("must include a UTC offset, e.g. 2027-03-14T09:00:00Z")
+        return super().to_internal_value(value)
+
+
+class TargetSerializer(StrictSerializer):
+    handler = serializers.CharField(max_length=100)
+    pool = serializers.CharField(max_length=64, required=False)
+
+    def validate(self, attrs):
+        spec = registry.get(attrs["handler"])
+        if spec is None:
+            raise serializers.ValidationError(
+                {"handler": [f"unknown handler '{attrs['handler']}'; known: {', '.join(registry.handler_names())}"]}
+            )
+        pool = attrs.get("pool") or spec.pool
+        if pool not in registry.pools():
+            raise serializers.ValidationError(
+                {"pool": [f"unknown pool '{pool}'; known: {', '.join(registry.pools())}"]}
+            )
+        return {"handler": spec.name, "pool": pool}
+
+
+class RetryPolicySerializer(StrictSerializer):
+    maxAttempts = serializers.IntegerField(min_value=1, max_value=100, required=False, default=3)
+    backoff = serializers.ChoiceField(choices=Backoff.values, required=False, default=Backoff.EXPONENTIAL)
+    initialDelayMs = serializers.IntegerField(min_value=0, max_value=86_400_000, required=False, default=1000)
+    maxDelayMs = serializers.IntegerField(min_value=0, max_value=7 * 86_400_000, required=False, default=60_000)
+    jitter = serializers.BooleanField(required=False, default=True)
+
+    def validate(self, attrs):
+        if attrs["maxDelayMs"] < attrs["initialDelayMs"]:
+            raise serializers.ValidationError({"maxDelayMs": ["must be at least initialDelayMs"]})
+        return attrs
+
+
+class JobInputSerializer(StrictSerializer):
+    """Validates a create (all of it) or an update (partial=True: what is given)."""
+
+    name = serializers.CharField(max_length=200)
+    type = serializers.ChoiceField(choices=JobType.values)
+    runAt = AwareDateTimeField(required=False, allow_null=True)
+    delaySec = serializers.IntegerField(min_value=0, max_value=MAX_DELAY_SEC, required=False, allow_null=True)
+    schedule = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    timezone = serializers.CharField(max_length=64, required=False)
+    target = TargetSerializer()
+    payload = serializers.JSONField(required=False)
+    retryPolicy = RetryPolicySerializer(required=False)
+    timeoutSec = serializers.IntegerField(min_value=1, max_value=7 * 86400, required=False)
+    priority = serializers.ChoiceField(choices=Priority.names, required=False)
+    misfirePolicy = serializers.ChoiceField(choices=MisfirePolicy.values, required=False)
+    concurrencyPolicy = serializers.ChoiceField(choices=ConcurrencyPolicy.values, required=False)
+    tenant = serializers.SlugField(required=False, help_text="Staff sessions only: the tenant to create in.")
+
+    def validate_payload(self, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("must be a JSON object")
+        size = len(json.dumps(value, separators=(",", ":")).encode())
+        limit = settings.TICKWORK_MAX_PAYLOAD_BYTES
+        if size > limit:
+            raise serializers.ValidationError(f"is {size} bytes; the limit is {limit}")
+        return value
+
+    def validate_timezone(self, value: str) -> str:
+        try:
+            cron.parse_timezone(value)
+        except cron.CronError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+        return value
+
+    def validate_schedule(self, value: str) -> str:
+        if value:
+            try:
+                cron.validate(value)
+            except cron.CronError as exc:
+                raise serializers.ValidationError(str(exc)) from exc
+        return value
+
+    def validate(self, attrs):
+        job: Job | None = self.instance
+        if job is not None and "type" in attrs and attrs["type"] != job.type:
+            raise serializers.ValidationError({"type": [f"cannot change a {job.type} job into {attrs['type']}"]})
+        kind = attrs.get("type") or job.type
+        merged = {
+            "runAt": attrs.get("runAt", job.run_at if job else None),
+            "delaySec": attrs.get("delaySec", job.delay_sec if job else None),
+            "schedule": attrs.get("schedule", job.schedule if job else ""),
+        }
+        required = {JobType.ONCE: "runAt", JobType.DELAYED: "delaySec", JobType.CRON: "schedule"}[kind]
+        if merged[required] in (None, ""):
+            raise serializers.ValidationError({required: [f"is required for type {kind}"]})
+        for name in ("runAt", "delaySec", "schedule"):
+            if name != required and attrs.get(name) not in (None, ""):
+                raise serializers.ValidationError({name: [f"is not allowed for type {kind}"]})
+        if "timezone" in attrs and kind != JobType.CRON and attrs["timezone"] != "UTC":
+            raise serializers.ValidationError({"timezone": [f"is only used by CRON jobs, not {kind}"]})
+        if kind == JobType.CRON:
+            timezone = attrs.get("timezone", job.timezone if job else "UTC")
+            try:
+                cron.next_fire(merged["schedule"], timezone, django_timezone.now())
+            except cron.CronError as exc:
+                raise serializers.ValidationError({"schedule": [str(exc)]}) from exc
+        return attrs
+
+    def to_model_fields(self) -> dict[str, Any]:
+        """The validated data in the model's terms, only what was given (for partial updates)."""
+        data = self.validated_data
+        fields: dict[str, Any] = {}
+        simple = {
+            "name": "name",
+            "type": "type",
+            "runAt": "run_at",
+            "delaySec": "delay_sec",
+            "schedule": "schedule",
+            "timezone": "timezone",
+            "payload": "payload",
+            "timeoutSec": "timeout_sec",
+            "misfirePolicy": "misfire_policy",
+            "concurrencyPolicy": "concurrency_policy",
+        }
+        for api_name, field in simple.items():
+            if api_name in data:
+                fields[field] = data[api_name]
+        if "priority" in data:
+            fields["priority"] = Priority[data["priority"]].value
+        if "target" in data:
+            fields["pool"] = data["target"]["pool"]
+            fields["handler"] = data["target"]["handler"]
+        if "retryPolicy" in data:
+            policy = data["retryPolicy"]
+            fields.update(
+                max_attempts=policy["maxAttempts"],
+                backoff=policy["backoff"],
+                initial_delay_ms=policy["initialDelayMs"],
+                max_delay_ms=policy["maxDelayMs"],
+                jitter=policy["jitter"],
+            )
+        return fields
+
+
+class TargetOutputSerializer(serializers.Serializer):
+    pool = serializers.CharField()
+    handler = serializers.CharField()
+
+
+class RetryPolicyOutputSerializer(serializers.Serializer):
+    maxAttempts = serializers.IntegerField(source="max_attempts")
+    backoff = serializers.CharField()
+    initialDelayMs = serializers.IntegerField(source="initial_delay_ms")
+    maxDelayMs = serializers.IntegerField(source="max_delay_ms")
+    jitter = serializers.BooleanField()
+
+
+class JobOutputSerializer(serializers.Serializer):
+    jobId = serializers.CharField(source="id")
+    tenant = serializers.CharField(source="tenant.slug")
+    name = serializers.CharField()
+    type = serializers.CharField()
+    runAt = serializers.DateTimeField(source="run_at")
+    delaySec = serializers.IntegerField(source="delay_sec")
+    schedule = serializers.CharField()
+    timezone = serializers.CharField()
+    target = TargetOutputSerializer(source="*")
+    payload = serializers.JSONField()
+    retryPolicy = RetryPolicyOutputSerializer(source="*")
+    timeoutSec = serializers.IntegerField(source="timeout_sec")
+    priority = serializers.CharField(source="get_priority_display")
+    misfirePolicy = serializers.CharField(source="misfire_policy")
+    concurrencyPolicy = serializers.CharField(source="concurrency_policy")
+    state = serializers.CharField()
+    nextFireAt = serializers.DateTimeField(source="next_fire_at")
+    createdAt = serializers.DateTimeField(source="created_at")
+    updatedAt = serializers.DateTimeField(source="updated_at")

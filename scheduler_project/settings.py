@@ -1,0 +1,205 @@
+"""Tickwork settings.
+
+Everything comes from the environment with an embedded default, so the same code runs as a
+single-machine install (SQLite, a filesystem broker, no Redis) and in production (PostgreSQL,
+Redis or RabbitMQ). Nothing else in the code base reads the environment.
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("TICKWORK_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "tickwork-insecure-development-key-change-me")
+DEBUG = _env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+CSRF_TRUSTED_ORIGINS = _env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "tenants",
+    "jobs",
+    "executions",
+    "dispatch",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "scheduler_project.urls"
+WSGI_APPLICATION = None
+ASGI_APPLICATION = "scheduler_project.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.config(
+        default=f"sqlite:///{VAR_DIR / 'tickwork.sqlite3'}",
+        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60")),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Several processes (web, dispatcher, sweeper, workers) share the file in standalone mode:
+    # WAL lets readers run beside the writer, and the timeout queues writers instead of failing.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = os.environ.get("REDIS_URL", "")
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "tickwork",
+        }
+    }
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": "tickwork"},
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "static"
+LOGIN_URL = "/admin/login/"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "tenants.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["scheduler_project.rest.LimitedJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_PAGINATION_CLASS": "scheduler_project.rest.Pagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "scheduler_project.rest.exception_handler",
+    "DATETIME_FORMAT": "iso-8601",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Tickwork API",
+    "DESCRIPTION": "Submit, watch and steer scheduled jobs.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI's assets come from a pip package, not a CDN: installs may have no internet.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+}
+
+# --- Celery (the transport; the database is the source of truth) --------------------------------
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {
+        "data_folder_in": str(VAR_DIR / "broker"),
+        "data_folder_out": str(VAR_DIR / "broker"),
+        "processed_folder": str(VAR_DIR / "broker-processed"),
+        "store_processed": False,
+    }
+    if CELERY_BROKER_URL.startswith("filesystem")
+    else {}
+)
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+# Early ack: a lost message is re-published from the QUEUED row by the sweeper, and a crashed
+# worker's RUNNING row is reclaimed by lease expiry, so broker redelivery would only add loops.
+CELERY_TASK_ACKS_LATE = False
+CELERY_WORKER_PREFETCH_MULTIPLIER = int(os.environ.get("CELERY_WORKER_PREFETCH_MULTIPLIER", "1"))
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- Tickwork -----------------------------------------------------------------------------------
+# Pools known to the system; each is a Celery queue `tickwork.<pool>`. Handlers may add pools.
+TICKWORK_POOLS = _env_list("TICKWORK_POOLS", "default")
+TICKWORK_MAX_PAYLOAD_BYTES = int(os.environ.get("TICKWORK_MAX_PAYLOAD_BYTES", str(64 * 1024)))
+TICKWORK_LEASE_SECONDS = float(os.environ.get("TICKWORK_LEASE_SECONDS", "30"))
+TICKWORK_CANCEL_GRACE_SECONDS = float(os.environ.get("TICKWORK_CANCEL_GRACE_SECONDS", "10"))
+TICKWORK_PUBLISH_GRACE_SECONDS = float(os.environ.get("TICKWORK_PUBLISH_GRACE_SECONDS", "30"))
+TICKWORK_MISFIRE_GRACE_SECONDS = float(os.environ.get("TICKWORK_MISFIRE_GRACE_SECONDS", "60"))
+TICKWORK_DISPATCH_BATCH = int(os.environ.get("TICKWORK_DISPATCH_BATCH", "500"))
+TICKWORK_POLL_SECONDS = float(os.environ.get("TICKWORK_POLL_SECONDS", "1.0"))
+TICKWORK_SWEEP_SECONDS = float(os.environ.get("TICKWORK_SWEEP_SECONDS", "2.0"))
+TICKWORK_RETENTION_DAYS = int(os.environ.get("TICKWORK_RETENTION_DAYS", "30"))
+TICKWORK_HTTP_ALLOW_PRIVATE = _env_bool("TICKWORK_HTTP_ALLOW_PRIVATE", False)
+TICKWORK_HTTP_TIMEOUT_SECONDS = float(os.environ.get("TICKWORK_HTTP_TIMEOUT_SECONDS", "10"))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("TICKWORK_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,37 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from dispatch.api import HealthApi
+from executions.api import ExecutionCancelApi, ExecutionDetailApi, ExecutionListApi, ExecutionRetryApi
+from jobs.api import (
+    JobDetailApi,
+    JobExecutionsApi,
+    JobListCreateApi,
+    JobPauseApi,
+    JobResumeApi,
+    JobTriggerApi,
+    SchedulePreviewApi,
+)
+
+api = [
+    path("jobs", JobListCreateApi.as_view(), name="job-list"),
+    path("jobs/<str:job_id>", JobDetailApi.as_view(), name="job-detail"),
+    path("jobs/<str:job_id>/pause", JobPauseApi.as_view(), name="job-pause"),
+    path("jobs/<str:job_id>/resume", JobResumeApi.as_view(), name="job-resume"),
+    path("jobs/<str:job_id>/trigger", JobTriggerApi.as_view(), name="job-trigger"),
+    path("jobs/<str:job_id>/executions", JobExecutionsApi.as_view(), name="job-executions"),
+    path("executions", ExecutionListApi.as_view(), name="execution-list"),
+    path("executions/<str:execution_id>", ExecutionDetailApi.as_view(), name="execution-detail"),
+    path("executions/<str:execution_id>/cancel", ExecutionCancelApi.as_view(), name="execution-cancel"),
+    path("executions/<str:execution_id>/retry", ExecutionRetryApi.as_view(), name="execution-retry"),
+    path("schedule/preview", SchedulePreviewApi.as_view(), name="schedule-preview"),
+    path("health", HealthApi.as_view(), name="health"),
+    path("schema", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
+    path("docs", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[]), name="docs"),
+]
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("v1/", include(api)),
+]

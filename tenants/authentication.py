@@ -1,0 +1,44 @@
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+
+from tenants.models import ApiToken
+from tenants.selectors import token_lookup
+
+
+class TokenPrincipal:
+    """The caller behind a bearer token: acts for exactly one tenant."""
+
+    is_authenticated = True
+    is_staff = False
+
+    def __init__(self, token: ApiToken) -> None:
+        self.token = token
+        self.tenant = token.tenant
+
+    def __str__(self) -> str:
+        return f"token {self.token.key_prefix} of {self.tenant.slug}"
+
+
+class BearerTokenAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).decode("latin-1")
+        if not header:
+            return None
+        parts = header.split()
+        if parts[0] != self.keyword:
+            return None
+        if len(parts) != 2:
+            raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <token>'.")
+        token = token_lookup(raw=parts[1])
+        if token is None:
+            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+        # Touch at most once a minute: a write per request would make every GET a write.
+        now = timezone.now()
+        if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        return TokenPrincipal(token), token
+
+    def authenticate_header(self, request) -> str:
+        return self.keyword

@@ -1,0 +1,58 @@
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+
+
+def _new_signing_secret() -> str:
+    return secrets.token_hex(32)
+
+
+class Tenant(models.Model):
+    """A customer of the scheduler: owns jobs and tokens, and carries its quotas."""
+
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200, blank=True)
+    # Share of dispatch capacity relative to other tenants when pools are contended.
+    weight = models.PositiveIntegerField(default=1)
+    # Null means unlimited.
+    max_concurrent_executions = models.PositiveIntegerField(null=True, blank=True)
+    max_active_jobs = models.PositiveIntegerField(null=True, blank=True)
+    submit_rate_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    # Secret for the HMAC signature the built-in `http` handler puts on outgoing calls.
+    signing_secret = models.CharField(max_length=128, default=_new_signing_secret)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="tenants")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [models.CheckConstraint(condition=models.Q(weight__gte=1), name="tenant_weight_positive")]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class ApiToken(models.Model):
+    """A bearer token of one tenant. Only a SHA-256 of the token is stored."""
+
+    PREFIX = "tw_"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tokens")
+    name = models.CharField(max_length=100, blank=True)
+    # The first characters, kept in clear so an operator can tell tokens apart.
+    key_prefix = models.CharField(max_length=16)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}:{self.key_prefix}…"
+
+    @staticmethod
+    def hash_key(raw: str) -> str:
+        return hashlib.sha256(raw.encode()).hexdigest()

@@ -1,0 +1,33 @@
+from tenants.models import ApiToken, Tenant
+
+
+def token_lookup(*, raw: str) -> ApiToken | None:
+    return (
+        ApiToken.objects.select_related("tenant")
+        .filter(key_hash=ApiToken.hash_key(raw), revoked_at__isnull=True)
+        .first()
+    )
+
+
+def tenant_get(*, slug: str) -> Tenant | None:
+    return Tenant.objects.filter(slug=slug).first()
+
+
+def tenants_of_user(*, user) -> list[Tenant] | None:
+    """The tenants a user may see; None means all of them (staff)."""
+    if user.is_staff:
+        return None
+    return list(Tenant.objects.filter(members=user))
+
+
+def scope_of(*, user) -> list[int] | None:
+    """Tenant ids a caller may see: a token sees its tenant, a member its tenants, staff all
+    (None). Every selector filters by this; no view builds an unscoped query."""
+    token_tenant = getattr(user, "tenant", None)
+    if token_tenant is not None:
+        return [token_tenant.pk]
+    if user is None or not user.is_authenticated:
+        return []
+    if user.is_staff:
+        return None
+    return list(Tenant.objects.filter(members=user).values_list("pk", flat=True))
