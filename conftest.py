@@ -31,3 +31,90 @@ def api(tenant) -> APIClient:
 @pytest.fixture
 def other_api(other_tenant) -> APIClient:
     return _client_for(other_tenant)
+
+
+# --- Factories ------------------------------------------------------------------------------------
+# Jobs are made through the service (as the API makes them), so each has its first execution.
+# Executions are moved on through the state machine, never by writing `state` directly.
+
+
+@pytest.fixture
+def make_job():
+    """make_job(tenant, type="CRON", schedule="0 * * * *", ...) -> Job, created by jobs.services."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.services import job_create
+
+    def make(tenant, **fields):
+        now = fields.pop("now", None) or timezone.now()
+        kind = fields.setdefault("type", "ONCE")
+        fields.setdefault("name", f"{kind.lower()} job")
+        fields.setdefault("pool", "default")
+        fields.setdefault("handler", "noop")
+        if kind == "ONCE":
+            fields.setdefault("run_at", now + timedelta(hours=1))
+        elif kind == "DELAYED":
+            fields.setdefault("delay_sec", 3600)
+        else:
+            fields.setdefault("schedule", "0 * * * *")
+        return job_create(tenant=tenant, fields=fields, now=now).job
+
+    return make
+
+
+@pytest.fixture
+def drive():
+    """drive(execution, "DEAD") walks an execution along the state machine to a state and
+    returns it refreshed. Paths: PENDING → QUEUED → RUNNING → SUCCEEDED | FAILED → DEAD,
+    and PENDING → CANCELLED."""
+    from datetime import timedelta
+
+    from django.db.models import F
+    from django.utils import timezone
+
+    from executions.models import Execution
+    from executions.states import ExecutionState as S
+    from executions.states import transition
+
+    def step(execution, source, target, **changes):
+        moved = transition(execution_id=execution.pk, source=source, target=target, now=timezone.now(), **changes)
+        assert moved, f"{execution.pk} did not move {source} → {target}"
+
+    def go(execution, target: str) -> Execution:
+        now = timezone.now()
+        if target == S.CANCELLED:
+            step(execution, S.PENDING, S.CANCELLED, finished_at=now)
+            return Execution.objects.get(pk=execution.pk)
+        step(
+            execution,
+            S.PENDING,
+            S.QUEUED,
+            queued_at=now,
+            republish_at=now + timedelta(seconds=30),
+            lease_token=F("lease_token") + 1,
+        )
+        if target == S.QUEUED:
+            return Execution.objects.get(pk=execution.pk)
+        step(
+            execution,
+            S.QUEUED,
+            S.RUNNING,
+            started_at=now,
+            lease_expires_at=now + timedelta(seconds=30),
+            worker_id="worker-1",
+        )
+        if target == S.RUNNING:
+            pass
+        elif target == S.SUCCEEDED:
+            step(execution, S.RUNNING, S.SUCCEEDED, finished_at=now, result={"ok": True}, message="handler returned")
+        elif target in (S.FAILED, S.DEAD):
+            step(execution, S.RUNNING, S.FAILED, error="boom", message="handler raised")
+            if target == S.DEAD:
+                step(execution, S.FAILED, S.DEAD, finished_at=now, message="attempts exhausted")
+        else:
+            raise ValueError(f"drive() has no path to {target}")
+        return Execution.objects.get(pk=execution.pk)
+
+    return go

@@ -116,13 +116,15 @@ def perform_request(
                 raise HttpCallError(f"refused: {ip} is {reason}{via}")
 
     payload, content_type = _encode_body(body)
-    merged: CaseInsensitiveDict[str] = CaseInsensitiveDict(headers or {})
+    # str(): header maps come from tenant JSON, where {"X-Retry": 3} is easy
+    # to write and requests would reject the int at send time.
+    merged: CaseInsensitiveDict[str] = CaseInsensitiveDict({str(k): str(v) for k, v in (headers or {}).items()})
     if content_type is not None:
         # setdefault: a tenant sending e.g. application/vnd.api+json keeps it.
         merged.setdefault("Content-Type", content_type)
     # Ours win over tenant-supplied values: receivers rely on them for
     # de-duplication and authenticity, so they must not be spoofable.
-    merged[IDEMPOTENCY_HEADER] = idempotency_key
+    merged[IDEMPOTENCY_HEADER] = str(idempotency_key)
     merged[SIGNATURE_HEADER] = sign(secret, int(time.time()), payload)
     # We connect to an IP literal, so requests would otherwise send the IP.
     merged["Host"] = _host_header(host, parts)
@@ -159,12 +161,11 @@ def perform_request(
             raise _translate(exc, method, shown_url, timeout) from exc
         return _build_result(status, headers_in, raw, truncated, shown_url)
 
-    assert last_error is not None  # addresses is never empty
+    if last_error is None:  # Unreachable: _resolve never returns an empty list.
+        raise HttpCallError(f"no address to connect to for {shown_url}")
     if isinstance(last_error, requests.Timeout):
         raise HttpCallError(f"timeout after {timeout}s: {method} {shown_url}") from last_error
-    raise HttpCallError(
-        f"connection failed to {shown_url}: {_root_message(last_error)}"
-    ) from last_error
+    raise HttpCallError(f"connection failed to {shown_url}: {_root_message(last_error)}") from last_error
 
 
 # -- URL / address handling -------------------------------------------------
@@ -178,9 +179,7 @@ def _parse_url(url: str) -> tuple[SplitResult, str, int]:
         raise HttpCallError(f"refused: invalid URL {url!r}: {exc}") from None
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS:
-        raise HttpCallError(
-            f"refused: unsupported URL scheme {parts.scheme!r} (only http and https)"
-        )
+        raise HttpCallError(f"refused: unsupported URL scheme {parts.scheme!r} (only http and https)")
     if not parts.hostname:
         raise HttpCallError(f"refused: URL has no host: {url!r}")
     try:
@@ -224,7 +223,10 @@ def _resolve(host: str, port: int, resolver: Resolver) -> list[IPAddress]:
         raise HttpCallError(f"DNS resolution failed for {host}: {exc}") from None
     addresses: list[IPAddress] = []
     for info in infos:
-        ip = ipaddress.ip_address(info[4][0])
+        try:
+            ip = ipaddress.ip_address(info[4][0])
+        except ValueError:
+            raise HttpCallError(f"DNS resolution failed for {host}: bad address {info[4][0]!r}") from None
         if ip not in addresses:
             addresses.append(ip)
     if not addresses:
@@ -385,7 +387,7 @@ def _is_connect_refusal(exc: requests.ConnectionError) -> bool:
 
 
 def _read_capped(response: requests.Response, deadline: float) -> tuple[bytes, bool]:
-    """Read at most MAX_RESPONSE_BYTES (+1 to detect truncation).
+    """Read the body, keeping at most MAX_RESPONSE_BYTES; also say if cut.
 
     Streaming instead of ``response.content`` means a huge (or endless) body
     is cut off rather than buffered. requests' timeout only bounds each

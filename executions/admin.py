@@ -34,11 +34,19 @@ class ExecutionAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel")
     def cancel(self, request, queryset):
-        self._act(request, queryset, lambda e: execution_cancel(execution=e, now=timezone.now(), reason=f"cancelled by {request.user} (admin)"))
+        self._act(
+            request,
+            queryset,
+            lambda e: execution_cancel(execution=e, now=timezone.now(), reason=f"cancelled by {request.user} (admin)"),
+        )
 
     @admin.action(description="Retry (re-drive)")
     def retry(self, request, queryset):
-        self._act(request, queryset, lambda e: execution_redrive(execution=e, now=timezone.now(), reason=f"re-driven by {request.user} (admin)"))
+        self._act(
+            request,
+            queryset,
+            lambda e: execution_redrive(execution=e, now=timezone.now(), reason=f"re-driven by {request.user} (admin)"),
+        )
 
     def _act(self, request, queryset, action) -> None:
         done = 0

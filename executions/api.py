@@ -51,6 +51,8 @@ class ExecutionRetryApi(APIView):
     @extend_schema(request=None, responses=ExecutionSerializer)
     def post(self, request, execution_id):
         execution = execution_redrive(
-            execution=_execution_or_404(request, execution_id), now=timezone.now(), reason=f"re-driven by {request.user}"
+            execution=_execution_or_404(request, execution_id),
+            now=timezone.now(),
+            reason=f"re-driven by {request.user}",
         )
         return Response(ExecutionSerializer(execution).data)

@@ -1,21 +1,28 @@
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from executions.models import Execution
 
 
+class _BlankAsNullCharField(serializers.CharField):
+    def to_representation(self, value):
+        return super().to_representation(value) or None
+
+
 class ExecutionEventSerializer(serializers.Serializer):
+    """One step of an execution's history; `from` is null for the step that created it."""
+
     time = serializers.DateTimeField(source="at")
-    # `from` is a Python keyword, so the field is declared under another name and renamed.
-    from_ = serializers.CharField(source="from_state")
+    # `from` is a Python keyword: declared as `from_` and renamed in get_fields, so the
+    # OpenAPI schema and the JSON both say `from`.
+    from_ = _BlankAsNullCharField(source="from_state", allow_null=True)
     to = serializers.CharField(source="to_state")
     attempt = serializers.IntegerField()
     worker = serializers.CharField(source="worker_id")
     message = serializers.CharField()
 
-    def to_representation(self, instance):
-        data = super().to_representation(instance)
-        data["from"] = data.pop("from_") or None
-        return data
+    def get_fields(self):
+        return {("from" if name == "from_" else name): field for name, field in super().get_fields().items()}
 
 
 class ExecutionSerializer(serializers.ModelSerializer):
@@ -60,6 +67,7 @@ class ExecutionDetailSerializer(ExecutionSerializer):
         fields = [*ExecutionSerializer.Meta.fields, "traceback", "events"]
         read_only_fields = fields
 
+    @extend_schema_field(ExecutionEventSerializer(many=True))
     def get_events(self, execution: Execution) -> list[dict]:
         from executions.selectors import execution_events
 

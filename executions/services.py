@@ -54,9 +54,9 @@ def execution_cancel(*, execution: Execution, now: datetime, reason: str = "canc
         ):
             return S.CANCELLED
     with transaction.atomic():
-        requested = Execution.objects.filter(
-            pk=execution.pk, state=S.RUNNING, cancel_requested_at__isnull=True
-        ).update(cancel_requested_at=now, updated_at=now)
+        requested = Execution.objects.filter(pk=execution.pk, state=S.RUNNING, cancel_requested_at__isnull=True).update(
+            cancel_requested_at=now, updated_at=now
+        )
         if requested:
             row = Execution.objects.values("attempt", "worker_id").get(pk=execution.pk)
             record_events(

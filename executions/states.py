@@ -80,6 +80,9 @@ class Moved:
     attempt: int
     lease_token: int
     worker_id: str
+    priority: int
+    origin: str
+    scheduled_for: datetime
 
 
 def transition(
@@ -134,7 +137,7 @@ def transition_set(
         "UPDATE executions_execution SET state = %s, updated_at = %s"
         + (f", {assignments}" if assignments else "")
         + f" WHERE state = %s AND ({where})"
-        " RETURNING id, job_id, tenant_id, pool, attempt, lease_token, worker_id"
+        " RETURNING id, job_id, tenant_id, pool, attempt, lease_token, worker_id, priority, origin, scheduled_for"
     )
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, [target.value, now, *assignment_params, source.value, *params])

@@ -25,7 +25,15 @@ class JobAdmin(admin.ModelAdmin):
     list_display = ["name", "tenant", "type", "schedule", "timezone", "handler", "pool", "state", "next_fire_at"]
     list_filter = ["state", "type", "pool", "tenant"]
     search_fields = ["name", "id", "handler"]
-    readonly_fields = ["id", "state", "next_fire_at", "idempotency_key", "request_fingerprint", "created_at", "updated_at"]
+    readonly_fields = [
+        "id",
+        "state",
+        "next_fire_at",
+        "idempotency_key",
+        "request_fingerprint",
+        "created_at",
+        "updated_at",
+    ]
     actions = ["pause", "resume", "cancel", "trigger"]
     list_select_related = ["tenant"]
 

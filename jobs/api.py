@@ -6,13 +6,20 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from executions.selectors import execution_list, latest_executions
+from executions.models import Execution
+from executions.selectors import execution_list
 from executions.serializers import ExecutionSerializer
 from jobs import cron
 from jobs.filters import JobFilter
 from jobs.models import Job
 from jobs.selectors import job_get, job_list
-from jobs.serializers import JobInputSerializer, JobOutputSerializer
+from jobs.serializers import (
+    AwareDateTimeField,
+    JobDetailOutputSerializer,
+    JobInputSerializer,
+    JobOutputSerializer,
+    SchedulePreviewSerializer,
+)
 from jobs.services import job_cancel, job_create, job_pause, job_resume, job_trigger, job_update, request_fingerprint
 from tenants.models import Tenant
 from tenants.selectors import scope_of
@@ -29,6 +36,9 @@ def _tenant_for_create(request, slug: str | None) -> Tenant:
     """A token creates in its own tenant; a session names one it may use."""
     token_tenant = getattr(request.user, "tenant", None)
     if token_tenant is not None:
+        if slug and slug != token_tenant.slug:
+            # Refused rather than ignored: a caller naming another tenant has a mistake to learn of.
+            raise serializers.ValidationError({"tenant": ["a token creates jobs only in its own tenant"]})
         return token_tenant
     scope = scope_of(user=request.user)
     tenants = Tenant.objects.all() if scope is None else Tenant.objects.filter(pk__in=scope)
@@ -75,12 +85,9 @@ class JobListCreateApi(generics.ListAPIView):
 
 
 class JobDetailApi(APIView):
-    @extend_schema(responses=JobOutputSerializer)
+    @extend_schema(responses=JobDetailOutputSerializer)
     def get(self, request, job_id):
-        job = _job_or_404(request, job_id)
-        data = JobOutputSerializer(job).data
-        data["latestExecutions"] = ExecutionSerializer(latest_executions(job_id=job.pk), many=True).data
-        return Response(data)
+        return Response(JobDetailOutputSerializer(_job_or_404(request, job_id)).data)
 
     @extend_schema(request=JobInputSerializer, responses=JobOutputSerializer)
     def put(self, request, job_id):
@@ -132,6 +139,8 @@ class JobExecutionsApi(generics.ListAPIView):
     serializer_class = ExecutionSerializer
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no request, no job
+            return Execution.objects.none()
         job = _job_or_404(self.request, self.kwargs["job_id"])
         return execution_list(scope=scope_of(user=self.request.user)).filter(job=job)
 
@@ -141,10 +150,17 @@ class JobExecutionsApi(generics.ListAPIView):
 
 
 class PreviewQuerySerializer(serializers.Serializer):
-    schedule = serializers.CharField()
-    timezone = serializers.CharField(required=False, default="UTC")
+    schedule = serializers.CharField(help_text="A cron expression, e.g. `30 2 * * *`.")
+    timezone = serializers.CharField(required=False, default="UTC", help_text="An IANA timezone.")
     count = serializers.IntegerField(min_value=1, max_value=100, required=False, default=5)
-    after = serializers.CharField(required=False)
+    after = AwareDateTimeField(required=False, help_text="ISO 8601 with an offset; default now.")
+
+    def validate_timezone(self, value: str) -> str:
+        try:
+            cron.parse_timezone(value)
+        except cron.CronError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+        return value
 
 
 class SchedulePreviewApi(APIView):
@@ -152,26 +168,17 @@ class SchedulePreviewApi(APIView):
 
     permission_classes = [AllowAny]
 
-    @extend_schema(parameters=[PreviewQuerySerializer])
+    @extend_schema(parameters=[PreviewQuerySerializer], responses=SchedulePreviewSerializer)
     def get(self, request):
         query = PreviewQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
-        after = timezone.now()
-        if "after" in params:
-            from jobs.serializers import AwareDateTimeField
-
-            try:
-                after = AwareDateTimeField().to_internal_value(params["after"])
-            except serializers.ValidationError as exc:
-                raise serializers.ValidationError({"after": exc.detail}) from exc
+        zone = cron.parse_timezone(params["timezone"])
         try:
-            zone = cron.parse_timezone(params["timezone"])
-        except cron.CronError as exc:
-            raise serializers.ValidationError({"timezone": [str(exc)]}) from exc
-        try:
-            fires = cron.fires_after(params["schedule"], params["timezone"], after, params["count"])
-        except cron.CronError as exc:
+            fires = cron.fires_after(
+                params["schedule"], params["timezone"], params.get("after") or timezone.now(), params["count"]
+            )
+        except (cron.CronError, OverflowError) as exc:
             raise serializers.ValidationError({"schedule": [str(exc)]}) from exc
         return Response(
             {

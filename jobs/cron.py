@@ -95,6 +95,15 @@ _ALIASES: dict[str, str] = {
     "@annually": "0 0 1 1 *",
 }
 
+# Syntax croniter accepts (or half-accepts: it silently drops "W") that Tickwork
+# rejects: its meaning is not expressible here or, for R, not reproducible.
+_UNSUPPORTED: tuple[tuple[str, str], ...] = (
+    ("l", "'L' (last)"),
+    ("w", "'W' (nearest weekday)"),
+    ("h", "'H' (hashed)"),
+    ("r", "'R' (random)"),
+    ("?", "'?'"),
+)
 _ITEM_RE = re.compile(r"^(?P<base>[^/]*)(?:/(?P<step>.*))?$")
 _ATOM_RE = re.compile(r"^(?:\d+|[a-z]+)$")
 
@@ -152,7 +161,7 @@ def _normalise_item(index: int, item: str) -> tuple[str, tuple[int, int] | None]
     field = _FIELDS[index]
     if not item:
         raise CronError(f"{field.name} field: empty list item")
-    for token, what in (("l", "'L' (last)"), ("w", "'W' (nearest weekday)"), ("h", "'H' (hashed)"), ("r", "'R' (random)"), ("?", "'?'")):
+    for token, what in _UNSUPPORTED:
         if re.search(rf"(?<![a-z]){re.escape(token)}(?![a-z])", item):
             raise CronError(f"{field.name} field: {what} is not supported")
     match = _ITEM_RE.match(item)
@@ -305,6 +314,7 @@ def _first_of_next_month(day: date) -> date:
 # --------------------------------------------------------------------------- evaluation
 
 
+@functools.lru_cache(maxsize=4096)
 def _uniform_offset(tz: zoneinfo.ZoneInfo, day: date) -> timedelta | None:
     """The day's single UTC offset, or None if a transition touches the day.
 
@@ -477,9 +487,7 @@ def fires_after(expression: str, timezone: str, after: datetime, count: int) -> 
     return fires
 
 
-def fires_between(
-    expression: str, timezone: str, start: datetime, end: datetime, limit: int = 10000
-) -> list[datetime]:
+def fires_between(expression: str, timezone: str, start: datetime, end: datetime, limit: int = 10000) -> list[datetime]:
     """Fires in ``(start, end]`` in order, at most ``limit`` of them, as aware UTC datetimes."""
     if limit < 0:
         raise ValueError("limit must not be negative")

@@ -6,8 +6,10 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone as django_timezone
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from executions.serializers import ExecutionSerializer
 from jobs import cron, registry
 from jobs.models import Backoff, ConcurrencyPolicy, Job, JobType, MisfirePolicy, Priority
 
@@ -44,12 +46,15 @@ class TargetSerializer(StrictSerializer):
     pool = serializers.CharField(max_length=64, required=False)
 
     def validate(self, attrs):
-        spec = registry.get(attrs["handler"])
+        # An update may name only one of the two; the other comes from the job.
+        job: Job | None = self.root.instance
+        name = attrs.get("handler") or (job.handler if job else "")
+        spec = registry.get(name)
         if spec is None:
             raise serializers.ValidationError(
-                {"handler": [f"unknown handler '{attrs['handler']}'; known: {', '.join(registry.handler_names())}"]}
+                {"handler": [f"unknown handler '{name}'; known: {', '.join(registry.handler_names())}"]}
             )
-        pool = attrs.get("pool") or spec.pool
+        pool = attrs.get("pool") or (job.pool if job is not None and job.handler == spec.name else spec.pool)
         if pool not in registry.pools():
             raise serializers.ValidationError(
                 {"pool": [f"unknown pool '{pool}'; known: {', '.join(registry.pools())}"]}
@@ -65,7 +70,9 @@ class RetryPolicySerializer(StrictSerializer):
     jitter = serializers.BooleanField(required=False, default=True)
 
     def validate(self, attrs):
-        if attrs["maxDelayMs"] < attrs["initialDelayMs"]:
+        # An update may give part of the policy: JobInputSerializer.validate merges it with the
+        # job's and checks the bounds of the whole.
+        if "maxDelayMs" in attrs and "initialDelayMs" in attrs and attrs["maxDelayMs"] < attrs["initialDelayMs"]:
             raise serializers.ValidationError({"maxDelayMs": ["must be at least initialDelayMs"]})
         return attrs
 
@@ -130,6 +137,19 @@ class JobInputSerializer(StrictSerializer):
                 raise serializers.ValidationError({name: [f"is not allowed for type {kind}"]})
         if "timezone" in attrs and kind != JobType.CRON and attrs["timezone"] != "UTC":
             raise serializers.ValidationError({"timezone": [f"is only used by CRON jobs, not {kind}"]})
+        if "retryPolicy" in attrs and job is not None:
+            current = {
+                "maxAttempts": job.max_attempts,
+                "backoff": job.backoff,
+                "initialDelayMs": job.initial_delay_ms,
+                "maxDelayMs": job.max_delay_ms,
+                "jitter": job.jitter,
+            }
+            policy = attrs["retryPolicy"] = {**current, **attrs["retryPolicy"]}
+            if policy["maxDelayMs"] < policy["initialDelayMs"]:
+                raise serializers.ValidationError(
+                    {"retryPolicy": {"maxDelayMs": [f"must be at least initialDelayMs ({policy['initialDelayMs']})"]}}
+                )
         if kind == JobType.CRON:
             timezone = attrs.get("timezone", job.timezone if job else "UTC")
             try:
@@ -207,3 +227,24 @@ class JobOutputSerializer(serializers.Serializer):
     nextFireAt = serializers.DateTimeField(source="next_fire_at")
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
+
+
+class JobDetailOutputSerializer(JobOutputSerializer):
+    latestExecutions = serializers.SerializerMethodField(help_text="The newest executions, newest first.")
+
+    @extend_schema_field(ExecutionSerializer(many=True))
+    def get_latestExecutions(self, job: Job) -> list[dict]:
+        from executions.selectors import latest_executions
+
+        return ExecutionSerializer(latest_executions(job_id=job.pk), many=True).data
+
+
+class FireTimeSerializer(serializers.Serializer):
+    utc = serializers.CharField(help_text="ISO 8601 in UTC, ending in Z.")
+    local = serializers.CharField(help_text="ISO 8601 in the schedule's timezone, with its offset.")
+
+
+class SchedulePreviewSerializer(serializers.Serializer):
+    schedule = serializers.CharField()
+    timezone = serializers.CharField()
+    fireTimes = FireTimeSerializer(many=True)

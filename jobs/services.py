@@ -37,9 +37,7 @@ def first_fire(*, job: Job, now: datetime) -> datetime | None:
     return job.run_at
 
 
-def execution_create(
-    *, job: Job, scheduled_for: datetime, now: datetime, origin: str = Origin.SCHEDULE
-) -> Execution:
+def execution_create(*, job: Job, scheduled_for: datetime, now: datetime, origin: str = Origin.SCHEDULE) -> Execution:
     """A PENDING execution of `job` due at `scheduled_for`, with its first event."""
     execution = Execution.objects.create(
         job=job,
@@ -92,7 +90,9 @@ def job_create(
                 Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
                 active = Job.objects.filter(tenant=tenant, state__in=[JobState.ACTIVE, JobState.PAUSED]).count()
                 if active >= tenant.max_active_jobs:
-                    raise QuotaExceeded(f"tenant '{tenant.slug}' has reached its limit of {tenant.max_active_jobs} active jobs")
+                    raise QuotaExceeded(
+                        f"tenant '{tenant.slug}' has reached its limit of {tenant.max_active_jobs} active jobs"
+                    )
             job = Job(tenant=tenant, idempotency_key=idempotency_key or None, request_fingerprint=fingerprint, **fields)
             if job.type == JobType.DELAYED:
                 job.run_at = now + timedelta(seconds=job.delay_sec)
@@ -202,4 +202,3 @@ def job_advance(*, job_id, next_fire_at: datetime | None, now: datetime) -> None
 
 def _state_of(job: Job) -> str:
     return Job.objects.filter(pk=job.pk).values_list("state", flat=True).first() or job.state
-

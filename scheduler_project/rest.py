@@ -7,7 +7,6 @@ from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 
 
-
 class PayloadTooLarge(exceptions.ParseError):
     status_code = status.HTTP_400_BAD_REQUEST
 
@@ -38,10 +37,11 @@ class Pagination(CursorPagination):
 
 def exception_handler(exc, context):
     # Imported here: DRF loads this module while the apps' API modules are being imported.
+    from rest_framework.views import exception_handler as drf_exception_handler
+
     from executions.states import InvalidTransition
     from jobs.services import IdempotencyConflict, QuotaExceeded
     from jobs.states import InvalidJobTransition
-    from rest_framework.views import exception_handler as drf_exception_handler
 
     if isinstance(exc, IdempotencyConflict):
         return Response({"detail": str(exc), "field": "Idempotency-Key"}, status=status.HTTP_409_CONFLICT)

@@ -24,7 +24,9 @@ class TenantAdmin(admin.ModelAdmin):
     def issue_token(self, request, queryset):
         for tenant in queryset:
             _, raw = token_create(tenant=tenant, name=f"admin:{request.user}")
-            self.message_user(request, f"token for {tenant.slug}: {raw} (copy it now; it is not stored)", messages.WARNING)
+            self.message_user(
+                request, f"token for {tenant.slug}: {raw} (copy it now; it is not stored)", messages.WARNING
+            )
 
 
 @admin.register(ApiToken)

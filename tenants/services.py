@@ -13,7 +13,5 @@ def tenant_create(*, slug: str, name: str = "") -> Tenant:
 def token_create(*, tenant: Tenant, name: str = "") -> tuple[ApiToken, str]:
     """Create a token and return it with its raw value, which is never stored nor shown again."""
     raw = ApiToken.PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken.objects.create(
-        tenant=tenant, name=name, key_prefix=raw[:10], key_hash=ApiToken.hash_key(raw)
-    )
+    token = ApiToken.objects.create(tenant=tenant, name=name, key_prefix=raw[:10], key_hash=ApiToken.hash_key(raw))
     return token, raw

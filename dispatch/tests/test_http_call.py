@@ -110,7 +110,9 @@ class _RecordingServer(ThreadingHTTPServer):
 def _serve(server: _RecordingServer) -> Iterator[_RecordingServer]:
     thread = threading.Thread(
         # Short poll interval: shutdown() waits for it, once per test.
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        target=server.serve_forever,
+        kwargs={"poll_interval": 0.05},
+        daemon=True,
     )
     thread.start()
     try:
@@ -409,9 +411,22 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     cert, key = directory / "cert.pem", directory / "key.pem"
     subprocess.run(
         [
-            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
-            "-keyout", str(key), "-out", str(cert), "-days", "1",
-            "-subj", "/CN=hooks.example", "-addext", "subjectAltName=DNS:hooks.example",
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=hooks.example",
+            "-addext",
+            "subjectAltName=DNS:hooks.example",
         ],
         check=True,
         capture_output=True,
@@ -443,9 +458,7 @@ def test_https_pinned_ip_keeps_sni_and_certificate_check(
     assert headers["host"] == f"hooks.example:{port}"
 
 
-def test_https_certificate_for_other_name_rejected(
-    tls_server: _RecordingServer, tls_files: tuple[Path, Path]
-) -> None:
+def test_https_certificate_for_other_name_rejected(tls_server: _RecordingServer, tls_files: tuple[Path, Path]) -> None:
     port = tls_server.server_address[1]
     with pytest.raises(HttpCallError, match=r"^TLS error with https://other\.example.*hostname"):
         _call(

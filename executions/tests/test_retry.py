@@ -30,7 +30,14 @@ attempts = st.integers(min_value=1, max_value=10**12)
 def test_exponential_doubles_from_initial() -> None:
     p = RetryPolicy(max_attempts=10, initial_delay_ms=1000, max_delay_ms=60_000, jitter=False)
     assert [backoff_delay_ms(p, a) for a in range(1, 9)] == [
-        1000, 2000, 4000, 8000, 16_000, 32_000, 60_000, 60_000,
+        1000,
+        2000,
+        4000,
+        8000,
+        16_000,
+        32_000,
+        60_000,
+        60_000,
     ]
 
 
@@ -158,9 +165,7 @@ def test_none_iff_exhausted(policy: RetryPolicy, attempt: int, seed: int) -> Non
 
 @given(st.sampled_from(Backoff), st.booleans(), st.integers(min_value=10**6, max_value=10**30))
 def test_huge_attempts_do_not_overflow(backoff: Backoff, jitter: bool, attempt: int) -> None:
-    p = RetryPolicy(
-        max_attempts=10**31, backoff=backoff, initial_delay_ms=1000, max_delay_ms=3_600_000, jitter=jitter
-    )
+    p = RetryPolicy(max_attempts=10**31, backoff=backoff, initial_delay_ms=1000, max_delay_ms=3_600_000, jitter=jitter)
     delay = backoff_delay_ms(p, attempt, random.Random(0))
     assert 0 <= delay <= 3_600_000
     assert next_attempt_at(p, attempt, NOW, random.Random(0)) is not None

@@ -1,0 +1,80 @@
+"""The claim: the one query that takes due work. Everything else in dispatch builds on it."""
+
+from datetime import datetime, timedelta
+
+from django.db import connection
+
+from executions.states import ExecutionState, Moved, transition_set
+
+# Why it is shaped so:
+# - `state = 'PENDING' AND available_at <= now` is served by a partial index on the PENDING rows
+#   only, so the cost follows what is due, not the size of history or of the future backlog.
+# - Priority first, then due time. One LATERAL probe per priority level walks the partial index
+#   (priority, available_at) in order and stops as soon as the batch is full: no sort of the
+#   whole backlog, and a LOW row is looked at only when no HIGH or NORMAL one is due. The VALUES
+#   list is read in order by the nested loop above the probes.
+# - FOR UPDATE SKIP LOCKED: concurrent dispatchers take disjoint batches instead of queueing on
+#   each other's row locks; correctness never depends on there being one dispatcher.
+# - `now` is a parameter, not now()/clock_timestamp(): the planner can use the index bound,
+#   and tests control time.
+# - The job must be ACTIVE: a paused job's pending execution waits where it is.
+_CLAIM_POSTGRES = """
+    id IN (
+        SELECT due.id
+        FROM (VALUES (0), (1), (2)) AS level(priority)
+        CROSS JOIN LATERAL (
+            SELECT e.id
+            FROM executions_execution e
+            WHERE e.state = 'PENDING' AND e.priority = level.priority AND e.available_at <= %s
+              AND EXISTS (SELECT 1 FROM jobs_job j WHERE j.id = e.job_id AND j.state = 'ACTIVE')
+            ORDER BY e.available_at
+            LIMIT %s
+            FOR UPDATE OF e SKIP LOCKED
+        ) AS due
+        LIMIT %s
+    )
+"""
+# SQLite has one writer at a time and no row locks, so the plain ordered query is all it needs.
+_CLAIM_SQLITE = """
+    id IN (
+        SELECT e.id FROM executions_execution e
+        WHERE e.state = 'PENDING' AND e.available_at <= %s
+          AND EXISTS (SELECT 1 FROM jobs_job j WHERE j.id = e.job_id AND j.state = 'ACTIVE')
+        ORDER BY e.priority, e.available_at
+        LIMIT %s
+    )
+"""
+
+
+def claim_due(*, now: datetime, limit: int, publish_grace: timedelta) -> list[Moved]:
+    """PENDING → QUEUED for up to `limit` due executions, each under a new lease token.
+    Call inside the transaction that publishes after commit."""
+    if connection.vendor == "postgresql":
+        where, params = _CLAIM_POSTGRES, [now, limit, limit]
+    else:
+        where, params = _CLAIM_SQLITE, [now, limit]
+    return transition_set(
+        source=ExecutionState.PENDING,
+        target=ExecutionState.QUEUED,
+        now=now,
+        where=where,
+        params=params,
+        assignments="lease_token = lease_token + 1, queued_at = %s, republish_at = %s, publish_count = 1",
+        assignment_params=[now, now + publish_grace],
+    )
+
+
+def next_due_at(*, now: datetime) -> datetime | None:
+    """The earliest available_at of a claimable execution (the dispatcher sleeps until then)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT e.available_at FROM executions_execution e
+            WHERE e.state = 'PENDING'
+              AND EXISTS (SELECT 1 FROM jobs_job j WHERE j.id = e.job_id AND j.state = 'ACTIVE')
+            ORDER BY e.available_at
+            LIMIT 1
+            """
+        )
+        row = cursor.fetchone()
+    return row[0] if row else None
