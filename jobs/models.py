@@ -65,7 +65,8 @@ class Job(models.Model):
     state = models.CharField(max_length=10, choices=JobState.choices, default=JobState.ACTIVE)
     # The earliest scheduled fire not yet dispatched; null when there is none.
     next_fire_at = models.DateTimeField(null=True, blank=True)
-    idempotency_key = models.CharField(max_length=255, null=True, blank=True)
+    # Null, not "", when absent: the unique index must ignore jobs created without a key.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     # SHA-256 of the canonical request body, to tell a replay from a conflicting reuse of the key.
     request_fingerprint = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
