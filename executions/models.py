@@ -71,6 +71,10 @@ class Execution(models.Model):
         indexes = [
             # The due index: the dispatcher's only read. Its size is what is pending, not all history.
             models.Index(fields=["available_at"], condition=Q(state="PENDING"), name="execution_due"),
+            # The claim walks this one per priority level, in due order, and stops at the batch size.
+            models.Index(
+                fields=["priority", "available_at"], condition=Q(state="PENDING"), name="execution_due_priority"
+            ),
             models.Index(fields=["lease_expires_at"], condition=Q(state="RUNNING"), name="execution_lease"),
             models.Index(fields=["timeout_at"], condition=Q(state="RUNNING"), name="execution_timeout"),
             models.Index(fields=["republish_at"], condition=Q(state="QUEUED"), name="execution_republish"),
