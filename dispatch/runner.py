@@ -11,6 +11,7 @@ import os
 import socket
 import threading
 import traceback as tb
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -65,16 +66,25 @@ class Heartbeat(threading.Thread):
         self.grace = grace
         self.finished = threading.Event()
         self.outcome: ExecutionState | None = None  # what to record if the handler stops
+        # Raw SQL bypasses the ORM's conversion: SQLite stores UUIDs as 32 hex digits.
+        self._db_id = Execution._meta.pk.get_db_prep_value(uuid.UUID(ctx.execution_id), connection)
 
     def run(self) -> None:
         try:
             while not self.finished.wait(self.lease / 3):
+                try:
+                    self._beat()
+                except Exception:  # a database blip must not silently end the heartbeats
+                    logger.exception("heartbeat of %s failed; retrying", self.ctx.execution_id)
+                    connection.close()
+                    continue
                 if self.ctx.stop_event.is_set():
-                    # Already asked to stop; the handler had a grace to cooperate.
+                    # The handler's grace to cooperate runs from the moment it was asked to
+                    # stop, not from the next beat: a forced stop comes at most lease/3 + grace
+                    # after a cancel request or the timeout, before the sweeper's backstop.
                     if not self.finished.wait(self.grace):
                         self._force()
                     return
-                self._beat()
         finally:
             connection.close()
 
@@ -85,17 +95,17 @@ class Heartbeat(threading.Thread):
                 "UPDATE executions_execution SET lease_expires_at = %s, heartbeat_at = %s"
                 " WHERE id = %s AND state = 'RUNNING' AND lease_token = %s"
                 " RETURNING cancel_requested_at, timeout_at",
-                [now + timedelta(seconds=self.lease), now, self.ctx.execution_id, self.lease_token],
+                [now + timedelta(seconds=self.lease), now, self._db_id, self.lease_token],
             )
             row = cursor.fetchone()
         if row is None:
-            self._stop(None, "lease lost: the execution was reclaimed or finished elsewhere")
+            self._request_stop(None, "lease lost: the execution was reclaimed or finished elsewhere")
         elif row[0] is not None:
-            self._stop(S.CANCELLED, "cancelled")
+            self._request_stop(S.CANCELLED, "cancelled")
         elif row[1] is not None and now >= row[1]:
-            self._stop(S.TIMED_OUT, "timed out")
+            self._request_stop(S.TIMED_OUT, "timed out")
 
-    def _stop(self, outcome: ExecutionState | None, reason: str) -> None:
+    def _request_stop(self, outcome: ExecutionState | None, reason: str) -> None:
         logger.info("stopping execution %s: %s", self.ctx.execution_id, reason)
         self.outcome = outcome
         self.ctx.reason = reason
@@ -105,6 +115,7 @@ class Heartbeat(threading.Thread):
         """The handler ignored the stop: record the outcome, then end this process. Celery's
         prefork pool replaces the child; nothing else can stop a thread stuck in C code."""
         logger.error("execution %s did not stop within %.0fs; ending worker process", self.ctx.execution_id, self.grace)
+        self.ctx.reason = f"{self.ctx.reason} (forced: the handler did not stop within {self.grace:g}s)"
         try:
             _record_stop(self.ctx, self.lease_token, self.outcome)
         finally:

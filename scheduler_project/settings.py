@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "jobs",
     "executions",
     "dispatch",
+    "dashboard",
 ]
 
 MIDDLEWARE = [
@@ -158,12 +159,17 @@ SPECTACULAR_SETTINGS = {
 
 # --- Celery (the transport; the database is the source of truth) --------------------------------
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem"):
+    # kombu's filesystem transport: a broker that needs no server, for the embedded default.
+    (VAR_DIR / "broker").mkdir(exist_ok=True)
 CELERY_BROKER_TRANSPORT_OPTIONS = (
     {
         "data_folder_in": str(VAR_DIR / "broker"),
         "data_folder_out": str(VAR_DIR / "broker"),
         "processed_folder": str(VAR_DIR / "broker-processed"),
         "store_processed": False,
+        # The worker polls the folder; the default second would dominate a job's start lag.
+        "polling_interval": 0.1,
     }
     if CELERY_BROKER_URL.startswith("filesystem")
     else {}
@@ -189,7 +195,11 @@ TICKWORK_CANCEL_GRACE_SECONDS = float(os.environ.get("TICKWORK_CANCEL_GRACE_SECO
 TICKWORK_PUBLISH_GRACE_SECONDS = float(os.environ.get("TICKWORK_PUBLISH_GRACE_SECONDS", "30"))
 TICKWORK_MISFIRE_GRACE_SECONDS = float(os.environ.get("TICKWORK_MISFIRE_GRACE_SECONDS", "60"))
 TICKWORK_DISPATCH_BATCH = int(os.environ.get("TICKWORK_DISPATCH_BATCH", "500"))
-TICKWORK_POLL_SECONDS = float(os.environ.get("TICKWORK_POLL_SECONDS", "1.0"))
+# PostgreSQL wakes dispatchers with NOTIFY, so polling is only a safety net there; SQLite has no
+# such signal, so the dispatcher looks more often.
+TICKWORK_POLL_SECONDS = float(
+    os.environ.get("TICKWORK_POLL_SECONDS", "1.0" if DATABASES["default"]["ENGINE"].endswith("postgresql") else "0.2")
+)
 TICKWORK_SWEEP_SECONDS = float(os.environ.get("TICKWORK_SWEEP_SECONDS", "2.0"))
 TICKWORK_RETENTION_DAYS = int(os.environ.get("TICKWORK_RETENTION_DAYS", "30"))
 TICKWORK_HTTP_ALLOW_PRIVATE = _env_bool("TICKWORK_HTTP_ALLOW_PRIVATE", False)

@@ -1,0 +1,153 @@
+"""Standalone mode: every role on one machine, as supervised child processes.
+
+The supervisor starts the web server, a dispatcher, a sweeper and a Celery worker serving every
+pool; restarts a child that dies (with a growing pause, logged); and on SIGINT/SIGTERM stops them
+all. Each child leads its own process group, so stopping one also stops what it forked (Celery's
+pool processes), and each is told by the kernel to stop if the supervisor itself dies.
+"""
+
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+logger = logging.getLogger("tickwork.standalone")
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: SIGTERM it if the supervisor goes away, even by SIGKILL."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:  # not Linux: Ctrl-C still reaches the children through the supervisor
+        pass
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    process: subprocess.Popen | None = None
+    restarts: int = 0
+    next_start: float = 0.0
+    started_at: float = 0.0
+    log_path: Path | None = None
+    log_file: object = field(default=None, repr=False)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+
+class Supervisor:
+    def __init__(self, children: list[Child], *, env: dict[str, str], log_dir: Path) -> None:
+        self.children = children
+        self.env = env
+        self.log_dir = log_dir
+        self.stopping = False
+
+    def start(self, child: Child) -> None:
+        child.log_path = self.log_dir / f"{child.name}.log"
+        child.log_file = open(child.log_path, "ab")  # noqa: SIM115 (kept open for the child's life)
+        child.process = subprocess.Popen(
+            child.argv,
+            env=self.env,
+            stdout=child.log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+        child.started_at = time.monotonic()
+        logger.info("started %s (pid %s), log %s", child.name, child.pid, child.log_path)
+
+    def _reap(self, child: Child) -> None:
+        """A child exited: make sure nothing it forked lingers, then plan its restart."""
+        code = child.process.returncode
+        _kill_group(child.process.pid, signal.SIGKILL)
+        child.log_file.close()
+        # A child that ran a while gets restarted at once; one that keeps crashing, slower.
+        quick_crash = time.monotonic() - child.started_at < 10
+        child.restarts += 1
+        delay = min(30.0, 0.5 * 2 ** min(child.restarts, 6)) if quick_crash else 0.5
+        child.next_start = time.monotonic() + delay
+        child.process = None
+        logger.warning("%s exited with %s; restarting in %.1fs (restart #%d)", child.name, code, delay, child.restarts)
+
+    def run(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._on_signal)
+        for child in self.children:
+            self.start(child)
+        while not self.stopping:
+            for child in self.children:
+                if child.process is not None and child.process.poll() is not None and not self.stopping:
+                    self._reap(child)
+                if child.process is None and time.monotonic() >= child.next_start and not self.stopping:
+                    self.start(child)
+            time.sleep(0.2)
+        self.stop()
+
+    def _on_signal(self, signum, frame) -> None:
+        if not self.stopping:
+            logger.info("received %s; stopping every role", signal.Signals(signum).name)
+        self.stopping = True
+
+    def stop(self, timeout: float = 15.0) -> None:
+        running = [c for c in self.children if c.process is not None]
+        for child in running:
+            _kill_group(child.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for child in running:
+            try:
+                child.process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                logger.warning("%s did not stop in %.0fs; killing it", child.name, timeout)
+            # Whatever is left of the group (e.g. pool processes) goes too.
+            _kill_group(child.process.pid, signal.SIGKILL)
+            child.process.wait()
+            child.log_file.close()
+        logger.info("all roles stopped")
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def role_commands(*, host: str, port: int, pools: list[str], concurrency: int) -> list[Child]:
+    python = sys.executable
+    manage = str(Path(__file__).resolve().parent.parent / "manage.py")
+    celery = str(Path(python).with_name("celery"))
+    queues = ",".join(f"tickwork.{pool}" for pool in pools)
+    return [
+        Child("web", [python, "-m", "daphne", "-b", host, "-p", str(port), "scheduler_project.asgi:application"]),
+        Child("dispatcher", [python, manage, "run_dispatcher"]),
+        Child("sweeper", [python, manage, "run_sweeper"]),
+        Child(
+            "worker",
+            [
+                celery,
+                "-A",
+                "scheduler_project",
+                "worker",
+                "-Q",
+                queues,
+                "--concurrency",
+                str(concurrency),
+                "--hostname",
+                "standalone@%h",
+                "--loglevel",
+                "INFO",
+                "--without-mingle",
+                "--without-gossip",
+            ],
+        ),
+    ]
