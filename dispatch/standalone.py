@@ -53,7 +53,7 @@ class Supervisor:
 
     def start(self, child: Child) -> None:
         child.log_path = self.log_dir / f"{child.name}.log"
-        child.log_file = open(child.log_path, "ab")  # noqa: SIM115 (kept open for the child's life)
+        child.log_file = open(child.log_path, "ab")
         child.process = subprocess.Popen(
             child.argv,
             env=self.env,

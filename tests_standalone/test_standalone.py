@@ -63,7 +63,7 @@ class Standalone:
             TICKWORK_VAR_DIR=str(tmp_path / "var"), TICKWORK_TEST_MARKER=self.marker, PYTHONUNBUFFERED="1", **extra_env
         )
         self.env = env
-        self.out = open(self.out_path, "wb")  # noqa: SIM115
+        self.out = open(self.out_path, "wb")
         self.started = time.monotonic()
         self.process = subprocess.Popen(
             [sys.executable, "manage.py", "run_standalone", "--port", str(self.port)],
