@@ -167,6 +167,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         "data_folder_in": str(VAR_DIR / "broker"),
         "data_folder_out": str(VAR_DIR / "broker"),
         "processed_folder": str(VAR_DIR / "broker-processed"),
+        # Fanout exchanges (worker control); kombu's default is ./control in the working directory.
+        "control_folder": str(VAR_DIR / "broker-control"),
         "store_processed": False,
         # The worker polls the folder; the default second would dominate a job's start lag.
         "polling_interval": 0.1,
