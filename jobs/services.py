@@ -16,6 +16,7 @@ from jobs.models import Job, JobType
 from jobs.states import TERMINAL as JOB_TERMINAL
 from jobs.states import InvalidJobTransition, JobState, job_transition
 from tenants.models import Tenant
+from tenants.services import submit_rate_check
 
 
 class IdempotencyConflict(Exception):
@@ -83,6 +84,8 @@ def job_create(
         existing = _job_by_key(tenant=tenant, key=idempotency_key, fingerprint=fingerprint)
         if existing:
             return CreateResult(existing, created=False)
+    if reason := submit_rate_check(tenant=tenant, now=now):
+        raise QuotaExceeded(reason)
     try:
         with transaction.atomic():
             if tenant.max_active_jobs is not None:

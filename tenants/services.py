@@ -15,3 +15,21 @@ def token_create(*, tenant: Tenant, name: str = "") -> tuple[ApiToken, str]:
     raw = ApiToken.PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(tenant=tenant, name=name, key_prefix=raw[:10], key_hash=ApiToken.hash_key(raw))
     return token, raw
+
+
+def submit_rate_check(*, tenant: Tenant, now) -> str | None:
+    """Count a job submission against the tenant's per-minute rate; the reason if it is over.
+
+    A fixed one-minute window in the cache (Redis in production, so every web process shares
+    it). Being approximate at window edges is fine for a rate limit; being shared is not optional.
+    """
+    if tenant.submit_rate_per_minute is None:
+        return None
+    from django.core.cache import cache
+
+    key = f"submit-rate:{tenant.pk}:{int(now.timestamp() // 60)}"
+    cache.add(key, 0, timeout=120)
+    count = cache.incr(key)
+    if count > tenant.submit_rate_per_minute:
+        return f"tenant '{tenant.slug}' may submit {tenant.submit_rate_per_minute} jobs per minute; try again shortly"
+    return None
