@@ -60,8 +60,6 @@ __all__ = [
 # is still found rather than reported as "never fires".
 SEARCH_YEARS = 50
 
-_UTC = UTC
-
 
 class CronError(ValueError):
     """An expression or timezone that cannot be scheduled; the message says why."""
@@ -105,7 +103,8 @@ _UNSUPPORTED: tuple[tuple[str, str], ...] = (
     ("?", "'?'"),
 )
 _ITEM_RE = re.compile(r"^(?P<base>[^/]*)(?:/(?P<step>.*))?$")
-_ATOM_RE = re.compile(r"^(?:\d+|[a-z]+)$")
+_ATOM_RE = re.compile(r"^(?:[0-9]+|[a-z]+)$")
+_NUMBER_RE = re.compile(r"^[0-9]+$")
 
 
 @dataclass(frozen=True)
@@ -153,9 +152,9 @@ def _atom_value(field: _Field, text: str) -> int:
 def _normalise_item(index: int, item: str) -> tuple[str, tuple[int, int] | None]:
     """Validate one list item; return it in a form croniter expands correctly.
 
-    croniter expands ``5-5`` to the whole field and ``7/2`` to every even
-    weekday, and mishandles names in one-value ranges, so items are handed to it
-    as plain numbers, single-value ranges collapsed, ``a/n`` spelled ``a-max/n``.
+    croniter expands any ``a-a`` range (``5-5``, ``sat-sat``) to the whole field
+    and ``7/2`` to every even weekday, so items are handed to it as plain
+    numbers, with single-value ranges collapsed and ``a/n`` spelled ``a-max/n``.
     A ``weekday#n`` item is returned separately as ``(weekday, n)``.
     """
     field = _FIELDS[index]
@@ -171,7 +170,7 @@ def _normalise_item(index: int, item: str) -> tuple[str, tuple[int, int] | None]
 
     step: int | None = None
     if step_text is not None:
-        if not step_text.isdigit():
+        if not _NUMBER_RE.match(step_text):
             raise CronError(f"{field.name} field: step {step_text!r} is not a positive integer")
         step = int(step_text)
         if step == 0:
@@ -184,7 +183,7 @@ def _normalise_item(index: int, item: str) -> tuple[str, tuple[int, int] | None]
         if step is not None or "-" in weekday_text:
             raise CronError(f"{field.name} field: {item!r}: '#' needs a single weekday")
         weekday = _atom_value(field, weekday_text) % 7
-        if not nth_text.isdigit() or not 1 <= int(nth_text) <= 5:
+        if not _NUMBER_RE.match(nth_text) or not 1 <= int(nth_text) <= 5:
             raise CronError(f"{field.name} field: {item!r}: the occurrence after '#' must be 1-5")
         return "", (weekday, int(nth_text))
 
@@ -350,7 +349,7 @@ def _regular_day_fires(schedule: _Schedule, day: date, offset: timedelta, after:
     # With one offset all day, wall time order is instant order, so bisect to
     # the first wall time after `after` instead of converting every slot.
     threshold = after.replace(tzinfo=None) + offset
-    base = datetime.combine(day, time(), tzinfo=_UTC) - offset
+    base = datetime.combine(day, time(), tzinfo=UTC) - offset
     hours, minutes = schedule.hours, schedule.minutes
     hour_index = 0
     if threshold.date() > day:
@@ -372,8 +371,8 @@ def _transition_day_fires(schedule: _Schedule, tz: zoneinfo.ZoneInfo, day: date,
     fires: set[datetime] = set()
     for hour, minute in itertools.product(schedule.hours, schedule.minutes):
         wall = datetime.combine(day, time(hour, minute))
-        first = wall.replace(tzinfo=tz, fold=0).astimezone(_UTC)
-        second = wall.replace(tzinfo=tz, fold=1).astimezone(_UTC)
+        first = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
+        second = wall.replace(tzinfo=tz, fold=1).astimezone(UTC)
         if first == second:
             fires.add(first)
         elif first.astimezone(tz).replace(tzinfo=None) == wall:  # repeated wall time
@@ -392,7 +391,7 @@ def _iter_fires(
 
     Without ``until`` it raises CronError once SEARCH_YEARS pass without a fire.
     """
-    after = after.astimezone(_UTC)
+    after = after.astimezone(UTC)
     try:
         # A day's fires never precede the previous day's, except that a
         # gap/fold straddling midnight can move them across the date line, so
@@ -442,7 +441,7 @@ def _aware_utc(value: datetime, name: str) -> datetime:
         raise TypeError(f"{name} must be a datetime, not {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"{name} must be timezone-aware")
-    return value.astimezone(_UTC)
+    return value.astimezone(UTC)
 
 
 # --------------------------------------------------------------------------- public API
