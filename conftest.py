@@ -71,7 +71,6 @@ def drive():
     and PENDING → CANCELLED."""
     from datetime import timedelta
 
-    from django.db.models import F
     from django.utils import timezone
 
     from executions.models import Execution
@@ -93,7 +92,6 @@ def drive():
             S.QUEUED,
             queued_at=now,
             republish_at=now + timedelta(seconds=30),
-            lease_token=F("lease_token") + 1,
         )
         if target == S.QUEUED:
             return Execution.objects.get(pk=execution.pk)

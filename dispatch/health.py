@@ -17,7 +17,8 @@ def check_database() -> str | None:
 def check_broker() -> str | None:
     try:
         with app.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=1, timeout=2)
+            # No retries: a probe must answer within its own timeout, not kombu's retry interval.
+            conn.ensure_connection(max_retries=0, timeout=1)
     except Exception as exc:
         return f"broker unreachable: {exc.__class__.__name__}: {exc}"
     return None

@@ -32,7 +32,15 @@ class ExecutionAdmin(admin.ModelAdmin):
     def has_add_permission(self, request) -> bool:
         return False
 
-    @admin.action(description="Cancel")
+    def has_change_permission(self, request, obj=None) -> bool:
+        # View only: saving the form would write the whole row back, `state` included, beside
+        # the state machine (and over a worker's concurrent transition).
+        return False
+
+    def has_operate_permission(self, request) -> bool:
+        return request.user.has_perm("executions.change_execution")
+
+    @admin.action(description="Cancel", permissions=["operate"])
     def cancel(self, request, queryset):
         self._act(
             request,
@@ -40,7 +48,7 @@ class ExecutionAdmin(admin.ModelAdmin):
             lambda e: execution_cancel(execution=e, now=timezone.now(), reason=f"cancelled by {request.user} (admin)"),
         )
 
-    @admin.action(description="Retry (re-drive)")
+    @admin.action(description="Retry (re-drive)", permissions=["operate"])
     def retry(self, request, queryset):
         self._act(
             request,

@@ -43,18 +43,23 @@ class JobAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None) -> bool:
         return False  # definitions change through the API's update, which re-times the schedule
 
-    @admin.action(description="Pause")
+    def has_operate_permission(self, request) -> bool:
+        # The actions change state, so they need more than the view permission this admin is
+        # limited to; the model's "change" permission is what grants them.
+        return request.user.has_perm("jobs.change_job")
+
+    @admin.action(description="Pause", permissions=["operate"])
     def pause(self, request, queryset):
         _run_action(self, request, queryset, job_pause, "paused")
 
-    @admin.action(description="Resume")
+    @admin.action(description="Resume", permissions=["operate"])
     def resume(self, request, queryset):
         _run_action(self, request, queryset, job_resume, "resumed")
 
-    @admin.action(description="Cancel (no future fires)")
+    @admin.action(description="Cancel (no future fires)", permissions=["operate"])
     def cancel(self, request, queryset):
         _run_action(self, request, queryset, job_cancel, "cancelled")
 
-    @admin.action(description="Trigger (run now)")
+    @admin.action(description="Trigger (run now)", permissions=["operate"])
     def trigger(self, request, queryset):
         _run_action(self, request, queryset, job_trigger, "triggered")

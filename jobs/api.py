@@ -89,7 +89,8 @@ class JobDetailApi(APIView):
     def get(self, request, job_id):
         return Response(JobDetailOutputSerializer(_job_or_404(request, job_id)).data)
 
-    @extend_schema(request=JobInputSerializer, responses=JobOutputSerializer)
+    # PUT behaves as PATCH (see _update), so its schema marks every field optional too.
+    @extend_schema(request=JobInputSerializer(partial=True), responses=JobOutputSerializer)
     def put(self, request, job_id):
         return self._update(request, job_id)
 
@@ -108,7 +109,7 @@ class JobDetailApi(APIView):
         job = job_update(job=job, fields=fields, now=timezone.now())
         return Response(JobOutputSerializer(job).data)
 
-    @extend_schema(responses=JobOutputSerializer)
+    @extend_schema(responses={200: JobOutputSerializer})
     def delete(self, request, job_id):
         job = job_cancel(job=_job_or_404(request, job_id), now=timezone.now())
         return Response(JobOutputSerializer(job).data)
@@ -178,7 +179,7 @@ class SchedulePreviewApi(APIView):
             fires = cron.fires_after(
                 params["schedule"], params["timezone"], params.get("after") or timezone.now(), params["count"]
             )
-        except (cron.CronError, OverflowError) as exc:
+        except (ValueError, OverflowError) as exc:  # CronError, or a date past year 9999
             raise serializers.ValidationError({"schedule": [str(exc)]}) from exc
         return Response(
             {

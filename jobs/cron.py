@@ -307,7 +307,11 @@ def _some_day_matches(schedule: _Schedule) -> bool:
 
 
 def _first_of_next_month(day: date) -> date:
-    return date(day.year + 1, 1, 1) if day.month == 12 else date(day.year, day.month + 1, 1)
+    if day.month == 12:
+        if day.year == date.max.year:
+            raise CronError("no fire before the end of the calendar (year 9999)")
+        return date(day.year + 1, 1, 1)
+    return date(day.year, day.month + 1, 1)
 
 
 # --------------------------------------------------------------------------- evaluation

@@ -128,7 +128,8 @@ def job_update(*, job: Job, fields: dict[str, Any], now: datetime) -> Job:
     """Change a job's definition. A change of timing re-times its pending scheduled fire; a
     change of pool or priority applies to executions not yet claimed."""
     job = Job.objects.select_for_update().get(pk=job.pk)
-    if job.state in JOB_TERMINAL and job.type == JobType.CRON:
+    if job.state in JOB_TERMINAL:
+        # Nothing of a finished job will run again, so a new time would promise a phantom fire.
         raise InvalidJobTransition(job.id, job.state, "updated")
     for name, value in fields.items():
         setattr(job, name, value)
@@ -166,13 +167,13 @@ def job_resume(*, job: Job, now: datetime) -> Job:
 
 @transaction.atomic
 def job_cancel(*, job: Job, now: datetime) -> Job:
-    """No future fires: the job is CANCELLED and its pending executions with it. Runs already
-    started finish (cancel them one by one to stop them)."""
+    """No future fires: the job is CANCELLED, and so is every execution of it not yet started
+    (pending or queued). Runs already started finish (cancel them one by one to stop them)."""
     from executions.services import execution_cancel
 
     if not job_transition(job_id=job.pk, target=JobState.CANCELLED, now=now, next_fire_at=None):
         raise InvalidJobTransition(job.pk, _state_of(job), JobState.CANCELLED)
-    for execution in Execution.objects.filter(job_id=job.pk, state=ExecutionState.PENDING):
+    for execution in Execution.objects.filter(job_id=job.pk, state__in=[ExecutionState.PENDING, ExecutionState.QUEUED]):
         execution_cancel(execution=execution, now=now, reason="job cancelled")
     return Job.objects.get(pk=job.pk)
 

@@ -1,27 +1,47 @@
 """REST plumbing shared by every app: body limit, pagination, error shape."""
 
 from django.conf import settings
-from rest_framework import exceptions, status
+from rest_framework import exceptions, renderers, status
 from rest_framework.pagination import CursorPagination
-from rest_framework.parsers import JSONParser
+from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.utils import json
 
 
 class PayloadTooLarge(exceptions.ParseError):
     status_code = status.HTTP_400_BAD_REQUEST
 
 
-class LimitedJSONParser(JSONParser):
+class LimitedJSONParser(BaseParser):
     """JSON only, and no bigger than the payload limit plus room for the job's other fields,
-    refused before it is parsed."""
+    refused before it is read.
+
+    Deliberately not a JSONParser subclass: DRF reads `request.body` for those before calling
+    `parse`, which trips Django's DATA_UPLOAD_MAX_MEMORY_SIZE on a big body (an HTML error,
+    not our JSON one) and buffers whatever the client sent. Here the stream is read only up
+    to the limit, so a body without a Content-Length cannot get past it either.
+    """
+
+    media_type = "application/json"
+    renderer_class = renderers.JSONRenderer
 
     def parse(self, stream, media_type=None, parser_context=None):
-        request = (parser_context or {}).get("request")
+        parser_context = parser_context or {}
+        request = parser_context.get("request")
         limit = settings.TICKWORK_MAX_PAYLOAD_BYTES + 16 * 1024
         length = int(request.META.get("CONTENT_LENGTH") or 0) if request is not None else 0
         if length > limit:
             raise PayloadTooLarge({"payload": [f"request body is {length} bytes; the limit is {limit}"]})
-        data = super().parse(stream, media_type, parser_context)
+        raw = stream.read(limit + 1)
+        if len(raw) > limit:
+            raise PayloadTooLarge({"payload": [f"request body is over the limit of {limit} bytes"]})
+        try:
+            text = raw.decode(parser_context.get("encoding") or settings.DEFAULT_CHARSET)
+            parse_constant = json.strict_constant if api_settings.STRICT_JSON else None
+            data = json.loads(text, parse_constant=parse_constant)
+        except ValueError as exc:  # includes UnicodeDecodeError
+            raise exceptions.ParseError(f"JSON parse error - {exc}")
         if not isinstance(data, dict):
             raise exceptions.ParseError({"non_field_errors": ["the request body must be a JSON object"]})
         return data

@@ -20,7 +20,8 @@ class TenantAdmin(admin.ModelAdmin):
     inlines = [ApiTokenInline]
     actions = ["issue_token"]
 
-    @admin.action(description="Issue a new API token (shown once)")
+    # Minting a token grants the tenant's API access, so it takes the change permission, not view.
+    @admin.action(description="Issue a new API token (shown once)", permissions=["change"])
     def issue_token(self, request, queryset):
         for tenant in queryset:
             _, raw = token_create(tenant=tenant, name=f"admin:{request.user}")
@@ -33,7 +34,8 @@ class TenantAdmin(admin.ModelAdmin):
 class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["key_prefix", "tenant", "name", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["tenant"]
-    readonly_fields = ["key_prefix", "key_hash", "created_at", "last_used_at"]
+    # A token stays with the tenant it was issued to; revoking is the one change that matters.
+    readonly_fields = ["tenant", "key_prefix", "key_hash", "created_at", "last_used_at"]
 
     def has_add_permission(self, request) -> bool:
         return False  # tokens are issued by the tenant action, which can show the raw value once

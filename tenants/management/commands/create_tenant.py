@@ -1,5 +1,7 @@
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
-from django.db import IntegrityError
+from django.core.validators import validate_slug
+from django.db import IntegrityError, transaction
 
 from tenants.services import tenant_create
 
@@ -13,7 +15,13 @@ class Command(BaseCommand):
 
     def handle(self, *args, slug: str, name: str, **options) -> None:
         try:
-            tenant = tenant_create(slug=slug, name=name)
+            validate_slug(slug)
+        except ValidationError as exc:
+            raise CommandError(f"'{slug}' is not a slug: use letters, digits, '-' and '_'") from exc
+        try:
+            # A savepoint, so a duplicate leaves any surrounding transaction usable.
+            with transaction.atomic():
+                tenant = tenant_create(slug=slug, name=name)
         except IntegrityError as exc:
             raise CommandError(f"tenant '{slug}' already exists") from exc
         self.stdout.write(f"created tenant {tenant.slug}")

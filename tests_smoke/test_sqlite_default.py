@@ -1,0 +1,85 @@
+"""The embedded default: with no DATABASE_URL, broker or Redis configured, the project migrates,
+passes its checks and takes a job, on a SQLite file under TICKWORK_VAR_DIR.
+
+The one test not on PostgreSQL. It runs in subprocesses so the settings module is loaded afresh
+from a clean environment, as a newcomer's first `manage.py` would load it.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Runs inside the subprocess: bootstrap a tenant and token with the documented commands, then
+# create a job through the API exactly as a client would.
+CLIENT_SCRIPT = r"""
+import io, json
+import django
+django.setup()
+from django.core.management import call_command
+from django.db import connection
+from rest_framework.test import APIClient
+from executions.models import Execution
+from jobs.models import Job
+
+call_command("create_tenant", "acme", stdout=io.StringIO())
+out = io.StringIO()
+call_command("create_token", "acme", stdout=out)
+client = APIClient()
+client.credentials(HTTP_AUTHORIZATION="Bearer " + out.getvalue().strip())
+created = client.post(
+    "/v1/jobs",
+    {"name": "hello", "type": "DELAYED", "delaySec": 60, "target": {"handler": "noop"}, "payload": {"hi": 1}},
+    format="json",
+)
+detail = client.get("/v1/jobs/" + created.json()["jobId"])
+preview = client.get("/v1/schedule/preview", {"schedule": "0 * * * *", "count": 2})
+health = client.get("/v1/health")
+print(json.dumps({
+    "vendor": connection.vendor,
+    "database": str(connection.settings_dict["NAME"]),
+    "created": [created.status_code, created.json()],
+    "detail": [detail.status_code, len(detail.json()["latestExecutions"])],
+    "preview": preview.status_code,
+    "health": [health.status_code, health.json()],
+    "rows": [Job.objects.count(), Execution.objects.count()],
+}))
+"""
+
+
+def run(args: list[str], env: dict[str, str]) -> str:
+    result = subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False
+    )
+    assert result.returncode == 0, f"{args} failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def test_migrate_check_and_create_a_job_on_the_embedded_sqlite_default(tmp_path):
+    """`migrate` and `check` succeed with nothing configured; a job created through the API is
+    stored with its first execution in var/tickwork.sqlite3 (here: TICKWORK_VAR_DIR); health is 200
+    with the serverless broker."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in {"DATABASE_URL", "CELERY_BROKER_URL", "CELERY_BROKER_WRITE_URL", "REDIS_URL"}
+    }
+    env.update(TICKWORK_VAR_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="scheduler_project.settings")
+
+    run(["manage.py", "migrate", "--noinput"], env)
+    assert "no issues" in run(["manage.py", "check"], env)
+    report = json.loads(run(["-c", CLIENT_SCRIPT], env).strip().splitlines()[-1])
+
+    assert report["vendor"] == "sqlite"
+    assert Path(report["database"]) == tmp_path / "tickwork.sqlite3"
+    assert (tmp_path / "tickwork.sqlite3").is_file()
+    status, job = report["created"]
+    assert status == 201, job
+    assert job["state"] == "ACTIVE" and job["nextFireAt"].endswith("Z")
+    assert report["detail"] == [200, 1]
+    assert report["preview"] == 200
+    assert report["health"] == [200, {"database": "ok", "broker": "ok", "status": "ok"}]
+    assert report["rows"] == [1, 1]
