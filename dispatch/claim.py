@@ -18,8 +18,11 @@ from executions.states import ExecutionState, Moved, transition_set
 # - `now` is a parameter, not now()/clock_timestamp(): the planner can use the index bound,
 #   and tests control time.
 # - The job must be ACTIVE: a paused job's pending execution waits where it is.
+# - `id = ANY(ARRAY(…))`, not `id IN (…)`: the ARRAY is computed once, first, and the UPDATE then
+#   fetches its rows by primary key. Given `IN`, the planner hash-joined the batch against a
+#   sequential scan of every PENDING row, so the claim's cost grew with the backlog (bench/).
 _CLAIM_POSTGRES = """
-    id IN (
+    id = ANY(ARRAY(
         SELECT due.id
         FROM (VALUES (0), (1), (2)) AS level(priority)
         CROSS JOIN LATERAL (
@@ -32,7 +35,7 @@ _CLAIM_POSTGRES = """
             FOR UPDATE OF e SKIP LOCKED
         ) AS due
         LIMIT %s
-    )
+    ))
 """
 # SQLite has one writer at a time and no row locks, so the plain ordered query is all it needs.
 _CLAIM_SQLITE = """

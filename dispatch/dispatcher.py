@@ -80,8 +80,10 @@ def _apply_policies(claimed: Sequence[Moved], jobs: dict, now: datetime) -> set:
         if jobs[m.job_id].concurrency_policy == ConcurrencyPolicy.FORBID:
             _skip(m, now, "skipped: the previous run is still active (concurrencyPolicy FORBID)")
             skipped.add(m.id)
+    # Replace only for a fire that will run: a missed fire skipped above replaces nothing.
+    replacing = {m.job_id for m in claimed if m.id not in skipped}
     for execution in active:
-        if jobs[execution.job_id].concurrency_policy == ConcurrencyPolicy.REPLACE:
+        if execution.job_id in replacing and jobs[execution.job_id].concurrency_policy == ConcurrencyPolicy.REPLACE:
             execution_cancel(
                 execution=execution, now=now, reason="replaced by a newer fire (concurrencyPolicy REPLACE)"
             )

@@ -22,7 +22,7 @@ from django.utils import timezone
 from dispatch.context import ExecutionStopped, HandlerContext
 from executions.models import Execution
 from executions.services import execution_settle_failure
-from executions.states import ExecutionState, transition
+from executions.states import ExecutionState, start_run, transition
 from jobs import registry
 
 logger = logging.getLogger(__name__)
@@ -162,45 +162,33 @@ def run(*, execution_id: str, lease_token: int) -> ExecutionState | None:
     close_old_connections()
     lease = settings.TICKWORK_LEASE_SECONDS
     now = timezone.now()
-    me = worker_id()
-    row = (
-        Execution.objects.select_related("job", "tenant")
-        .filter(pk=execution_id, state=S.QUEUED, lease_token=lease_token)
-        .first()
-    )
-    if row is None or not transition(
+    row = start_run(
         execution_id=execution_id,
-        source=S.QUEUED,
-        target=S.RUNNING,
-        now=now,
         lease_token=lease_token,
-        message="started",
-        started_at=now,
-        heartbeat_at=now,
-        worker_id=me,
-        republish_at=None,
-        lease_expires_at=now + timedelta(seconds=lease),
-        timeout_at=now + timedelta(seconds=row.job.timeout_sec),
-    ):
+        now=now,
+        worker_id=worker_id(),
+        lease=timedelta(seconds=lease),
+    )
+    if row is None:
         logger.info(
             "dropping delivery of %s (lease %s): not the current lease or not queued", execution_id, lease_token
         )
         return None
-    spec = registry.get(row.job.handler)
+    spec = registry.get(row.handler)
     ctx = HandlerContext(
-        execution_id=str(row.pk),
+        execution_id=str(row.id),
         job_id=str(row.job_id),
         attempt=row.attempt,
-        payload=row.job.payload,
-        tenant_slug=row.tenant.slug,
-        signing_secret=row.tenant.signing_secret,
-        _checkpoint_store=CheckpointStore(str(row.pk), lease_token),
+        payload=row.payload,
+        tenant_slug=row.tenant_slug,
+        signing_secret=row.signing_secret,
+        _checkpoint_store=CheckpointStore(str(row.id), lease_token),
     )
     heartbeat = Heartbeat(ctx=ctx, lease_token=lease_token, lease=lease, grace=settings.TICKWORK_CANCEL_GRACE_SECONDS)
     heartbeat.start()
     try:
         if spec is None:
-            raise LookupError(f"handler '{row.job.handler}' is not registered in this worker")
+            raise LookupError(f"handler '{row.handler}' is not registered in this worker")
         return _run_handler(ctx, spec, lease_token)
     except ExecutionStopped:
         heartbeat.finished.set()

@@ -58,10 +58,11 @@ def _fail_running(
 
 
 def reclaim_lost(*, now: datetime, limit: int) -> int:
-    """RUNNING whose lease expired without a heartbeat → FAILED_WORKER_LOST → retry policy."""
+    """RUNNING whose lease expired without a heartbeat → FAILED_WORKER_LOST → retry policy.
+    A run with a cancel request is left to `force_cancel`: a cancelled run is never retried."""
     return _fail_running(
         target=S.FAILED_WORKER_LOST,
-        condition="lease_expires_at < %s",
+        condition="lease_expires_at < %s AND cancel_requested_at IS NULL",
         params=[now],
         now=now,
         message="worker lost: lease expired without a heartbeat",
@@ -70,11 +71,12 @@ def reclaim_lost(*, now: datetime, limit: int) -> int:
 
 
 def time_out(*, now: datetime, limit: int) -> int:
-    """RUNNING past its timeout plus the grace the worker had to stop it itself → TIMED_OUT."""
+    """RUNNING past its timeout plus the grace the worker had to stop it itself → TIMED_OUT
+    (and the retry policy). A run with a cancel request is left to `force_cancel`."""
     grace = timedelta(seconds=settings.TICKWORK_CANCEL_GRACE_SECONDS)
     return _fail_running(
         target=S.TIMED_OUT,
-        condition="timeout_at < %s",
+        condition="timeout_at < %s AND cancel_requested_at IS NULL",
         params=[now - grace],
         now=now,
         message="timed out (enforced by the sweeper)",
@@ -83,18 +85,22 @@ def time_out(*, now: datetime, limit: int) -> int:
 
 
 def force_cancel(*, now: datetime, limit: int) -> int:
-    """RUNNING with a cancel request older than two graces: its worker did not stop it."""
+    """RUNNING with a cancel request that its worker did not act on: older than two graces, or
+    whose lease expired (the worker is gone). CANCELLED, not FAILED_WORKER_LOST or TIMED_OUT:
+    what was asked to stop must not be retried."""
     grace = timedelta(seconds=2 * settings.TICKWORK_CANCEL_GRACE_SECONDS)
     with transaction.atomic():
         moved = transition_set(
             source=S.RUNNING,
             target=S.CANCELLED,
             now=now,
-            where=_locked("cancel_requested_at < %s", S.RUNNING),
-            params=[now - grace, limit],
+            where=_locked(
+                "cancel_requested_at IS NOT NULL AND (cancel_requested_at < %s OR lease_expires_at < %s)", S.RUNNING
+            ),
+            params=[now - grace, now, limit],
             assignments="finished_at = %s",
             assignment_params=[now],
-            message="cancelled (enforced by the sweeper: the worker did not stop in time)",
+            message="cancelled (enforced by the sweeper: the worker did not stop it in time, or was lost)",
         )
     return len(moved)
 

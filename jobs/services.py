@@ -189,14 +189,31 @@ def job_trigger(*, job: Job, now: datetime) -> Execution:
     return execution_create(job=job, scheduled_for=now, now=now, origin=Origin.TRIGGER)
 
 
+# The execution states from which a run can still happen.
+_OPEN_STATES = [s for s in ExecutionState.values if s not in ("SUCCEEDED", "CANCELLED", "DEAD")]
+
+
 def jobs_settle(*, job_ids: list, now: datetime) -> None:
     """A one-off job is COMPLETED once none of its executions can run any more."""
-    open_states = [s for s in ExecutionState.values if s not in ("SUCCEEDED", "CANCELLED", "DEAD")]
     (
         Job.objects.filter(pk__in=job_ids, state=JobState.ACTIVE)
         .exclude(type=JobType.CRON)
-        .exclude(executions__state__in=open_states)
+        .exclude(executions__state__in=_OPEN_STATES)
         .update(state=JobState.COMPLETED, next_fire_at=None, updated_at=now)
+    )
+
+
+def jobs_settle_sql(*, moved: str, now: datetime) -> tuple[str, list]:
+    """`jobs_settle` as a step of a data-modifying CTE (PostgreSQL) in which the one execution per
+    job in `moved` (columns id, job_id) has just reached a terminal state. Every step of such a
+    statement reads the rows as they were before it, so this one leaves those executions out
+    rather than seeing them still open. Lets a worker record an outcome in one statement."""
+    return (
+        "UPDATE jobs_job SET state = %s, next_fire_at = NULL, updated_at = %s"
+        f" FROM {moved} WHERE jobs_job.id = {moved}.job_id AND jobs_job.state = %s AND jobs_job.type <> %s"
+        " AND NOT EXISTS (SELECT 1 FROM executions_execution other WHERE other.job_id = jobs_job.id"
+        f" AND other.id <> {moved}.id AND other.state = ANY(%s))",
+        [JobState.COMPLETED.value, now, JobState.ACTIVE.value, JobType.CRON.value, _OPEN_STATES],
     )
 
 

@@ -1,0 +1,110 @@
+"""Fixtures for the dispatch tests.
+
+`live` runs real roles (Celery prefork workers, dispatchers, sweepers) as subprocesses against
+the test database on PostgreSQL and a Redis broker database (TICKWORK_TEST_REDIS_DB, default 3,
+flushed at the start of each test). Its timings are short so faults resolve in seconds; the
+test process gets the same settings, so what it does in-process (a claim, a cancel) agrees
+with the roles.
+"""
+
+import os
+from urllib.parse import quote
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from dispatch.tests.harness import Live
+
+# The roles' timings, shared by the test process (see `live_settings`).
+LEASE_SECONDS = 3.0
+CANCEL_GRACE_SECONDS = 1.0
+PUBLISH_GRACE_SECONDS = 2.0
+POLL_SECONDS = 0.2
+SWEEP_SECONDS = 0.5
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)
+
+
+def _database_url() -> str:
+    s = connection.settings_dict
+    auth = quote(s["USER"] or "", safe="")
+    if s["PASSWORD"]:
+        auth += ":" + quote(s["PASSWORD"], safe="")
+    host = s["HOST"] or "127.0.0.1"
+    port = f":{s['PORT']}" if s["PORT"] else ""
+    return f"postgres://{auth}{'@' if auth else ''}{host}{port}/{s['NAME']}"
+
+
+def _broker_url() -> str:
+    base = os.environ.get("TICKWORK_TEST_REDIS_URL", "redis://127.0.0.1:6379").rstrip("/")
+    return f"{base}/{int(os.environ.get('TICKWORK_TEST_REDIS_DB', '3'))}"
+
+
+@pytest.fixture
+def live_settings(settings):
+    settings.TICKWORK_LEASE_SECONDS = LEASE_SECONDS
+    settings.TICKWORK_CANCEL_GRACE_SECONDS = CANCEL_GRACE_SECONDS
+    settings.TICKWORK_PUBLISH_GRACE_SECONDS = PUBLISH_GRACE_SECONDS
+    settings.TICKWORK_POLL_SECONDS = POLL_SECONDS
+    settings.TICKWORK_SWEEP_SECONDS = SWEEP_SECONDS
+    return settings
+
+
+@pytest.fixture
+def live(request, transactional_db, live_settings, tmp_path):
+    """Start roles with `live.worker()`, `live.dispatcher()`, `live.sweeper()`; all of them are
+    stopped at teardown, and the test fails if any process of theirs survives."""
+    if connection.vendor != "postgresql":
+        pytest.skip("end-to-end tests need PostgreSQL (DATABASE_URL)")
+    import redis
+
+    broker_url = _broker_url()
+    try:
+        redis.Redis.from_url(broker_url).flushdb()
+    except redis.RedisError as exc:
+        pytest.skip(f"end-to-end tests need Redis at {broker_url}: {exc}")
+    with connection.cursor() as cursor:
+        # For the roles' connections to this test database only. These tests are about
+        # coordination, not about surviving an OS crash, and a WAL flush per commit is most of
+        # a noop run's time on a small VM (the race test makes 20,000 worker commits).
+        cursor.execute(
+            f"ALTER DATABASE {connection.ops.quote_name(connection.settings_dict['NAME'])} SET synchronous_commit = off"
+        )
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        # The roles get exactly the configuration below, not the developer's.
+        if not key.startswith(("TICKWORK_", "CELERY_", "DJANGO_", "DATABASE_")) and key != "REDIS_URL"
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="scheduler_project.settings",
+        DATABASE_URL=_database_url(),
+        CELERY_BROKER_URL=broker_url,
+        TICKWORK_VAR_DIR=str(tmp_path / "var"),
+        TICKWORK_LEASE_SECONDS=str(LEASE_SECONDS),
+        TICKWORK_CANCEL_GRACE_SECONDS=str(CANCEL_GRACE_SECONDS),
+        TICKWORK_PUBLISH_GRACE_SECONDS=str(PUBLISH_GRACE_SECONDS),
+        TICKWORK_POLL_SECONDS=str(POLL_SECONDS),
+        TICKWORK_SWEEP_SECONDS=str(SWEEP_SECONDS),
+        TICKWORK_LOG_LEVEL="INFO",
+        PYTHONUNBUFFERED="1",
+    )
+    harness = Live(tmp_dir=tmp_path, env=env, broker_url=broker_url)
+    yield harness
+    survivors = harness.stop_all()
+    reports = [getattr(request.node, f"report_{when}", None) for when in ("setup", "call")]
+    if survivors or any(report is not None and report.failed for report in reports):
+        print(harness.tails())
+    connection.close()
+    assert not survivors, f"processes survived SIGTERM and SIGKILL: {survivors}"
+
+
+@pytest.fixture
+def now():
+    return timezone.now()

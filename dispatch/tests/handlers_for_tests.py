@@ -1,0 +1,16 @@
+"""Handlers that exist only for tests. Test workers import this module with
+`celery worker --include dispatch.tests.handlers_for_tests` (see harness.TEST_HANDLERS)."""
+
+import time
+
+from dispatch.context import HandlerContext
+from jobs.registry import register
+
+
+@register("test-stubborn")
+def stubborn(ctx: HandlerContext):
+    """Runs `seconds` (default 60) and never looks at cancellation: only a forced stop ends it."""
+    deadline = time.monotonic() + float(ctx.payload.get("seconds", 60))
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+    return {"ignoredStops": True}

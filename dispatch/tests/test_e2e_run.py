@@ -1,0 +1,132 @@
+"""End-to-end runs through real processes: dispatcher, sweeper and Celery prefork workers."""
+
+import itertools
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from dispatch.tests.harness import events, execution_in, history, wait_for
+from executions.models import Execution
+from jobs.models import Job
+
+pytestmark = pytest.mark.e2e
+
+
+def test_one_off_job_runs_once_and_starts_within_a_second_of_its_time(live, tenant, make_job):
+    """A ONCE job due in 1.5 s runs exactly once; its start lag (startedAt - scheduledFor) is
+    under a second, and the job is COMPLETED when its execution SUCCEEDED."""
+    live.worker(wait=False)
+    live.dispatcher()
+    live.ready()
+    job = make_job(tenant, run_at=timezone.now() + timedelta(seconds=1.5), payload={"hello": "world"})
+    execution = Execution.objects.get(job=job)
+
+    done = wait_for(lambda: execution_in(execution.pk, "SUCCEEDED"), timeout=15, what="the run to succeed")
+
+    lag = (done.started_at - done.scheduled_for).total_seconds()
+    assert 0 <= lag < 1.0, f"start lag {lag:.3f}s"
+    assert done.result == {"hello": "world"}
+    assert history(done.pk) == [("", "PENDING"), ("PENDING", "QUEUED"), ("QUEUED", "RUNNING"), ("RUNNING", "SUCCEEDED")]
+    assert done.lease_token == 1 and done.attempt == 1
+    assert Job.objects.get(pk=job.pk).state == "COMPLETED"
+
+
+def test_failing_job_is_retried_by_its_policy_and_ends_dead_after_max_attempts(live, tenant, make_job):
+    """`fail` with maxAttempts 3, FIXED 1000 ms, no jitter: exactly three attempts, each started
+    at least 1 s after the previous one (and not much later), then DEAD; the job is COMPLETED."""
+    live.worker(wait=False)
+    live.dispatcher()
+    live.ready()
+    job = make_job(
+        tenant,
+        run_at=timezone.now(),
+        handler="fail",
+        max_attempts=3,
+        backoff="FIXED",
+        initial_delay_ms=1000,
+        jitter=False,
+    )
+    execution = Execution.objects.get(job=job)
+
+    dead = wait_for(lambda: execution_in(execution.pk, "DEAD"), timeout=20, what="the execution to be DEAD")
+
+    assert dead.attempt == 3
+    assert history(dead.pk) == [
+        ("", "PENDING"),
+        *[("PENDING", "QUEUED"), ("QUEUED", "RUNNING"), ("RUNNING", "FAILED"), ("FAILED", "PENDING")] * 2,
+        ("PENDING", "QUEUED"),
+        ("QUEUED", "RUNNING"),
+        ("RUNNING", "FAILED"),
+        ("FAILED", "DEAD"),
+    ]
+    starts = [e.at for e in events(dead.pk) if e.to_state == "RUNNING"]
+    assert [e.attempt for e in events(dead.pk) if e.to_state == "RUNNING"] == [1, 2, 3]
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(starts)]
+    assert all(1.0 <= gap < 2.5 for gap in gaps), gaps
+    assert "failing on purpose (attempt 3)" in dead.error
+    assert Job.objects.get(pk=job.pk).state == "COMPLETED"
+
+
+def test_timed_out_attempts_follow_the_retry_policy(live, tenant, make_job):
+    """A `sleep` of 30 s with timeoutSec 1 and maxAttempts 2 is stopped by its worker's heartbeat
+    each time: two TIMED_OUT attempts, then DEAD."""
+    live.worker(wait=False)
+    live.sweeper()
+    live.dispatcher()
+    live.ready()
+    job = make_job(
+        tenant,
+        run_at=timezone.now(),
+        handler="sleep",
+        payload={"seconds": 30},
+        timeout_sec=1,
+        max_attempts=2,
+        backoff="FIXED",
+        initial_delay_ms=100,
+        jitter=False,
+    )
+    execution = Execution.objects.get(job=job)
+
+    dead = wait_for(lambda: execution_in(execution.pk, "DEAD"), timeout=20, what="the execution to be DEAD")
+
+    assert dead.attempt == 2
+    assert [(e.from_state, e.to_state) for e in events(dead.pk) if e.from_state == "RUNNING"] == [
+        ("RUNNING", "TIMED_OUT"),
+        ("RUNNING", "TIMED_OUT"),
+    ]
+    timed_out = [e for e in events(dead.pk) if e.to_state == "TIMED_OUT"]
+    # The cooperative handler was stopped by its own worker, not by the sweeper's backstop.
+    assert [e.message for e in timed_out] == ["timed out", "timed out"]
+    assert history(dead.pk)[-1] == ("TIMED_OUT", "DEAD")
+    for e in timed_out:
+        started = next(s.at for s in events(dead.pk) if s.to_state == "RUNNING" and s.attempt == e.attempt)
+        assert 1.0 <= (e.at - started).total_seconds() < 1.0 + 3.0 / 3 + 1.0
+
+
+def test_non_cooperative_timeout_is_enforced_and_the_worker_process_replaced(live, tenant, make_job):
+    """A handler that ignores stops, past its timeoutSec 1 (maxAttempts 1), is TIMED_OUT then
+    DEAD, enforced by the forced stop or the sweeper; the prefork child that ran it is ended and
+    replaced, and the worker goes on running jobs."""
+    worker = live.worker(concurrency=1, wait=False)
+    live.sweeper()
+    live.dispatcher()
+    live.ready()
+    job = make_job(
+        tenant, run_at=timezone.now(), handler="test-stubborn", payload={"seconds": 30}, timeout_sec=1, max_attempts=1
+    )
+    execution = Execution.objects.get(job=job)
+    running = wait_for(lambda: execution_in(execution.pk, "RUNNING"), timeout=10, what="the run to start")
+    child = int(running.worker_id.rsplit(":", 1)[1])
+
+    dead = wait_for(lambda: execution_in(execution.pk, "DEAD"), timeout=10, what="the execution to be DEAD")
+
+    assert history(dead.pk)[-2:] == [("RUNNING", "TIMED_OUT"), ("TIMED_OUT", "DEAD")]
+    assert (dead.finished_at - dead.started_at).total_seconds() < 1.0 + 3.0 / 3 + 2 * 1.0 + 1.0
+    wait_for(lambda: child not in worker.children(), timeout=10, what=f"worker child {child} to end")
+    wait_for(lambda: len(worker.children()) == 1, timeout=10, what="the pool to replace its child")
+    after = make_job(tenant, run_at=timezone.now())
+    ok = wait_for(
+        lambda: Execution.objects.filter(job=after, state="SUCCEEDED").first(), timeout=10, what="the next job"
+    )
+    assert ok.worker_id != running.worker_id

@@ -1,0 +1,143 @@
+"""The state machine's writes: one conditional move, its event, and the job's settling.
+
+On PostgreSQL a transition is one statement (the move, its event and, after a terminal state, the
+job's settling); these pin what that statement must keep of the step-by-step version.
+"""
+
+from datetime import timedelta
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from executions.models import Execution, ExecutionEvent
+from executions.states import ExecutionState as S
+from executions.states import transition, transition_set
+from jobs.models import Job
+from jobs.services import job_trigger
+
+
+def _queued_then_running(execution, now):
+    assert transition(
+        execution_id=execution.pk,
+        source=S.PENDING,
+        target=S.QUEUED,
+        now=now,
+        queued_at=now,
+        republish_at=now + timedelta(seconds=30),
+        publish_count=F("publish_count") + 1,
+    )
+    assert transition(
+        execution_id=execution.pk,
+        source=S.QUEUED,
+        target=S.RUNNING,
+        now=now,
+        lease_token=0,
+        message="started",
+        started_at=now,
+        lease_expires_at=now + timedelta(seconds=30),
+        worker_id="w:1",
+    )
+
+
+@pytest.mark.django_db
+def test_a_move_records_its_event_with_the_values_after_the_move(tenant, make_job):
+    """The event carries the attempt and worker as the row has them after the update."""
+    now = timezone.now()
+    execution = make_job(tenant).executions.get()
+    _queued_then_running(execution, now)
+
+    row = Execution.objects.get(pk=execution.pk)
+    assert (row.state, row.publish_count, row.worker_id) == (S.RUNNING, 1, "w:1")
+    started = ExecutionEvent.objects.get(execution=execution, to_state=S.RUNNING)
+    assert (started.from_state, started.worker_id, started.attempt, started.message) == (S.QUEUED, "w:1", 1, "started")
+    assert started.at == now
+
+
+@pytest.mark.django_db
+def test_a_move_that_does_not_match_changes_nothing(tenant, make_job):
+    """Wrong source state or a stale lease token: False, no update and no event."""
+    now = timezone.now()
+    execution = make_job(tenant).executions.get()
+    _queued_then_running(execution, now)
+    before = ExecutionEvent.objects.filter(execution=execution).count()
+
+    assert not transition(execution_id=execution.pk, source=S.QUEUED, target=S.RUNNING, now=now, lease_token=0)
+    assert not transition(
+        execution_id=execution.pk, source=S.RUNNING, target=S.SUCCEEDED, now=now, lease_token=1, finished_at=now
+    )
+
+    assert Execution.objects.get(pk=execution.pk).state == S.RUNNING
+    assert ExecutionEvent.objects.filter(execution=execution).count() == before
+
+
+@pytest.mark.django_db
+def test_a_job_with_another_open_execution_is_not_completed(tenant, make_job):
+    """The settling step reads the rows as they were before the statement: the execution being
+    finished must not count as open, while another one of the same job must."""
+    now = timezone.now()
+    job = make_job(tenant, run_at=now - timedelta(seconds=1))
+    first = job.executions.get()
+    second = job_trigger(job=job, now=now)
+    _queued_then_running(first, now)
+
+    assert transition(
+        execution_id=first.pk, source=S.RUNNING, target=S.SUCCEEDED, now=now, lease_token=0, finished_at=now
+    )
+    assert Job.objects.get(pk=job.pk).state == "ACTIVE"
+
+    assert transition(execution_id=second.pk, source=S.PENDING, target=S.CANCELLED, now=now, finished_at=now)
+    job = Job.objects.get(pk=job.pk)
+    assert (job.state, job.next_fire_at, job.updated_at) == ("COMPLETED", None, now)
+
+
+@pytest.mark.django_db
+def test_a_cron_job_is_not_completed_by_its_run_ending(tenant, make_job):
+    now = timezone.now()
+    job = make_job(tenant, type="CRON", schedule="* * * * *")
+    execution = job.executions.get()
+
+    assert transition(execution_id=execution.pk, source=S.PENDING, target=S.CANCELLED, now=now, finished_at=now)
+
+    assert Job.objects.get(pk=job.pk).state == "ACTIVE"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_inside_a_transaction_a_failed_move_rolls_back_to_its_savepoint(tenant, make_job):
+    """A move that fails inside the caller's transaction leaves the caller's transaction usable."""
+    now = timezone.now()
+    execution = make_job(tenant).executions.get()
+
+    with transaction.atomic():
+        with pytest.raises(IntegrityError):  # QUEUED needs queued_at and republish_at (a CHECK)
+            transition(execution_id=execution.pk, source=S.PENDING, target=S.QUEUED, now=now)
+        assert Execution.objects.get(pk=execution.pk).state == S.PENDING  # still usable
+
+    assert not ExecutionEvent.objects.filter(execution=execution, to_state=S.QUEUED).exists()
+
+
+@pytest.mark.django_db
+def test_a_set_move_records_one_event_per_row(tenant, make_job):
+    if connection.vendor != "postgresql":
+        pytest.skip("the where clause below is PostgreSQL's")
+    now = timezone.now()
+    executions = [make_job(tenant).executions.get() for _ in range(3)]
+
+    moved = transition_set(
+        source=S.PENDING,
+        target=S.CANCELLED,
+        now=now,
+        where="id = ANY(%s::uuid[])",
+        params=[[str(e.pk) for e in executions]],
+        assignments="finished_at = %s",
+        assignment_params=[now],
+        message="bulk",
+    )
+
+    assert {m.id for m in moved} == {e.pk for e in executions}
+    events = ExecutionEvent.objects.filter(execution__in=executions, to_state=S.CANCELLED)
+    assert sorted((str(e.execution_id), e.from_state, e.message) for e in events) == sorted(
+        (str(e.pk), S.PENDING, "bulk") for e in executions
+    )
+    assert Job.objects.filter(pk__in=[e.job_id for e in executions], state="COMPLETED").count() == 3
