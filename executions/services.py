@@ -23,6 +23,20 @@ from jobs.states import JobState, job_transition
 S = ExecutionState
 
 
+# What the next attempt starts without: the last attempt's run belongs to the events now. Its
+# error stays, as "the last error", until the next attempt has an outcome.
+_FRESH_ATTEMPT = {
+    "lease_expires_at": None,
+    "timeout_at": None,
+    "republish_at": None,
+    "cancel_requested_at": None,
+    "started_at": None,
+    "heartbeat_at": None,
+    "finished_at": None,
+    "worker_id": "",
+}
+
+
 def retry_policy_of(job: Job) -> RetryPolicy:
     return RetryPolicy(
         max_attempts=job.max_attempts,
@@ -88,13 +102,9 @@ def execution_redrive(*, execution: Execution, now: datetime, reason: str = "re-
         message=reason,
         attempt=F("attempt") + 1,
         available_at=now,
-        finished_at=None,
-        cancel_requested_at=None,
-        lease_expires_at=None,
-        timeout_at=None,
-        republish_at=None,
         error="",
         traceback="",
+        **_FRESH_ATTEMPT,
     ):
         raise InvalidTransition(current or "missing", S.PENDING)
     if job.state == JobState.COMPLETED:
@@ -132,10 +142,7 @@ def execution_settle_failure(
         message=f"retry {row.attempt + 1} of {row.job.max_attempts} at {when.isoformat()}",
         attempt=F("attempt") + 1,
         available_at=when,
-        lease_expires_at=None,
-        timeout_at=None,
-        republish_at=None,
-        cancel_requested_at=None,
+        **_FRESH_ATTEMPT,
     )
     wakeup.notify(when)
     return S.PENDING
