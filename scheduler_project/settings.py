@@ -109,7 +109,9 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": "tickwork"},
+            # redis-py 8 defaults socket_timeout to 5 s, which aborts channels-redis's idle
+            # 5-second BZPOPMIN and tears every WebSocket down (channels_redis#422): allow more.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}], "prefix": "tickwork"},
         }
     }
 else:
@@ -186,6 +188,11 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = False
 CELERY_WORKER_PREFETCH_MULTIPLIER = int(os.environ.get("CELERY_WORKER_PREFETCH_MULTIPLIER", "1"))
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Celery's Django fix-up closes every database connection before and after each task unless this
+# is set: a new PostgreSQL connection per execution was most of a short run's cost. It still
+# closes them every this many tasks; CONN_MAX_AGE and broken connections are handled by the
+# runner's close_old_connections() at the start of each run.
+CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "1000"))
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 # --- Tickwork -----------------------------------------------------------------------------------

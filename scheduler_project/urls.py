@@ -1,7 +1,9 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from dashboard.views import static_asset
 from dispatch.api import HealthApi
 from executions.api import ExecutionCancelApi, ExecutionDetailApi, ExecutionListApi, ExecutionRetryApi
 from jobs.api import (
@@ -34,4 +36,8 @@ api = [
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("v1/", include(api)),
+    path("", RedirectView.as_view(pattern_name="dashboard:overview", permanent=False)),
+    path("dashboard/", include("dashboard.urls")),
+    path("accounts/", include("dashboard.account_urls")),
+    re_path(r"^static/(?P<path>.*)$", static_asset),
 ]

@@ -1,0 +1,74 @@
+"""The dashboard's WebSocket: pushes execution state changes to the open pages.
+
+`ws/dashboard/live/?after=<event id>`: the page passes the newest event id it was rendered
+with, so nothing that happened between the render and the connection is missed. Messages to
+the browser: {"type": "events", "events": [{id, executionId, jobId, tenantId, from, to,
+attempt, at, worker, message}, ...]}, oldest first, only of the caller's tenants.
+See dashboard/feed.py for where the events come from in each mode.
+"""
+
+import logging
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from dashboard.feed import feed
+from executions.live import GROUP
+from tenants.selectors import scope_of
+
+logger = logging.getLogger(__name__)
+# Close codes in the application range (4000-4999) that the page understands.
+UNAUTHENTICATED = 4401
+
+
+class LiveConsumer(AsyncJsonWebsocketConsumer):
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=UNAUTHENTICATED)
+            return
+        self.tenant_scope = await database_sync_to_async(scope_of)(user=user)
+        self.feed = feed()
+        await self.accept()
+        self.joined = False
+        if self.channel_layer is not None:
+            try:
+                await self.channel_layer.group_add(GROUP, self.channel_name)
+                self.joined = True
+            except Exception:  # the layer only speeds updates up; the feed's poll still runs
+                logger.warning("live: channel layer unavailable; polling only", exc_info=True)
+        await self.feed.subscribe(self, scope=self.tenant_scope, after=_after(self.scope))
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "feed", None) is not None:
+            self.feed.unsubscribe(self)
+        if getattr(self, "joined", False):
+            try:
+                await self.channel_layer.group_discard(GROUP, self.channel_name)
+            except Exception:
+                logger.debug("live: group_discard failed", exc_info=True)
+
+    async def receive_json(self, content: Any, **kwargs) -> None:
+        if isinstance(content, dict) and content.get("type") == "ping":
+            await self.send_json({"type": "pong"})
+
+    async def executions_changed(self, message: dict[str, Any]) -> None:
+        """A commit somewhere changed executions (channel layer group "executions"): read now if
+        any of them is ours. The message itself is not forwarded: the rows are the truth."""
+        scope = self.tenant_scope
+        changes = message.get("changes") or []
+        if scope is None or any(change.get("tenantId") in scope for change in changes):
+            self.feed.poke()
+
+    async def deliver(self, events: list[dict[str, Any]]) -> None:
+        await self.send_json({"type": "events", "events": events})
+
+
+def _after(scope: dict[str, Any]) -> int | None:
+    query = parse_qs(scope.get("query_string", b"").decode())
+    try:
+        return int(query["after"][0])
+    except (KeyError, ValueError, IndexError):
+        return None

@@ -1,0 +1,167 @@
+"""The live feed behind the dashboard's WebSocket: execution events as they commit.
+
+The source of truth is the ExecutionEvent table, read by primary key: `id > cursor`, a range
+scan of a few rows. One poller per server process (per event loop) serves every open page:
+each poll is one query for all subscribers, whatever their number, and each subscriber gets
+the events of its own tenants, in id order.
+
+Two ways in, one path out:
+- embedded default (no Redis): web, dispatcher and workers are separate processes, and the
+  in-memory channel layer cannot carry a message between them. The poller looks every
+  POLL_SECONDS (0.4 s), so a change shows within about half a second.
+- with Redis: executions/live.py sends a message to the channel layer group "executions" after
+  each commit; the consumer hears it and `poke`s the poller, which reads at once. The poll
+  still runs, less often (POLL_SECONDS_WITH_LAYER), so a lost message only delays an update.
+Either way the browser receives rows read from the database, never a message that might have
+raced its transaction, and the same code is exercised in both modes.
+
+Event ids come from a sequence taken at INSERT, so a transaction that commits late can make an
+id appear below the cursor. Each poll therefore looks SLACK ids back and skips what it has
+already delivered; the pages re-render from the database on each update, so a straggler older
+than that is at worst a moment late.
+"""
+
+import asyncio
+import logging
+from collections import deque
+from typing import Any, Protocol
+
+from channels.db import database_sync_to_async
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
+
+from dashboard import selectors
+
+logger = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.4
+POLL_SECONDS_WITH_LAYER = 1.0
+SLACK = 256
+BATCH = 500
+# A page that was rendered long ago does not get more than this much history replayed.
+MAX_REPLAY = 2000
+
+
+class Subscriber(Protocol):
+    async def deliver(self, events: list[dict[str, Any]]) -> None: ...
+
+
+class _Subscription:
+    def __init__(self, subscriber: Subscriber, scope: list[int] | None, after: int) -> None:
+        self.subscriber = subscriber
+        self.scope = None if scope is None else frozenset(scope)
+        # Never deliver at or below `floor`: the page was rendered with those already applied.
+        self.floor = after
+        self.cursor = after
+        self.sent: deque[int] = deque(maxlen=SLACK * 4)
+        self.sent_set: set[int] = set()
+
+    def wants(self, event: dict[str, Any]) -> bool:
+        if event["id"] <= self.floor or event["id"] in self.sent_set:
+            return False
+        return self.scope is None or event["tenantId"] in self.scope
+
+    def mark(self, event_id: int) -> None:
+        if len(self.sent) == self.sent.maxlen:
+            self.sent_set.discard(self.sent[0])
+        self.sent.append(event_id)
+        self.sent_set.add(event_id)
+        self.cursor = max(self.cursor, event_id)
+
+    @property
+    def low(self) -> int:
+        return max(self.floor, self.cursor - SLACK)
+
+
+def poll_interval() -> float:
+    layer = get_channel_layer()
+    carries_between_processes = layer is not None and not isinstance(layer, InMemoryChannelLayer)
+    default = POLL_SECONDS_WITH_LAYER if carries_between_processes else POLL_SECONDS
+    return float(getattr(settings, "TICKWORK_DASHBOARD_POLL_SECONDS", default))
+
+
+class Feed:
+    """One poller for all the subscribers on this event loop."""
+
+    def __init__(self) -> None:
+        self._subscriptions: dict[int, _Subscription] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    async def subscribe(self, subscriber: Subscriber, *, scope: list[int] | None, after: int | None) -> None:
+        latest = await database_sync_to_async(selectors.latest_event_id)()
+        start = latest if after is None else max(min(after, latest), latest - MAX_REPLAY)
+        self._subscriptions[id(subscriber)] = _Subscription(subscriber, scope, start)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        self.poke()
+
+    def unsubscribe(self, subscriber: Subscriber) -> None:
+        self._subscriptions.pop(id(subscriber), None)
+        if not self._subscriptions and self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    def poke(self) -> None:
+        """Read now rather than at the next tick (a channel-layer message said something moved)."""
+        self._wake.set()
+
+    async def _run(self) -> None:
+        interval = poll_interval()
+        while self._subscriptions:
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=interval)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                await self.poll_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a failed poll (database restarting) is retried at the next tick
+                logger.warning("live feed poll failed", exc_info=True)
+
+    async def poll_once(self) -> int:
+        """Read events past the lowest cursor and hand each subscriber its own; returns how many
+        events were read."""
+        subscriptions = list(self._subscriptions.values())
+        if not subscriptions:
+            return 0
+        after = min(s.low for s in subscriptions)
+        scope = _union_scope(subscriptions)
+        events = await database_sync_to_async(selectors.live_events_after)(scope=scope, after=after, limit=BATCH)
+        for subscription in subscriptions:
+            mine = [event for event in events if subscription.wants(event)]
+            for event in mine:
+                subscription.mark(event["id"])
+            if mine:
+                try:
+                    await subscription.subscriber.deliver(mine)
+                except Exception:  # one closed socket must not stop the others' updates
+                    logger.debug("live delivery failed", exc_info=True)
+        if len(events) == BATCH:
+            self.poke()  # more is waiting: read again without sleeping
+        return len(events)
+
+
+def _union_scope(subscriptions: list[_Subscription]) -> list[int] | None:
+    """The tenants any subscriber may see, for one query serving them all; None if one is staff."""
+    tenants: set[int] = set()
+    for subscription in subscriptions:
+        if subscription.scope is None:
+            return None
+        tenants |= subscription.scope
+    return sorted(tenants)
+
+
+_feeds: dict[asyncio.AbstractEventLoop, Feed] = {}
+
+
+def feed() -> Feed:
+    """The feed of the running event loop (daphne runs one; tests may run several in turn)."""
+    loop = asyncio.get_running_loop()
+    for other in [other for other in _feeds if other.is_closed()]:
+        del _feeds[other]
+    if loop not in _feeds:
+        _feeds[loop] = Feed()
+    return _feeds[loop]

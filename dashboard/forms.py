@@ -1,0 +1,204 @@
+"""The job form: flat HTML fields in, the API's JSON shape out, validated by the API's own
+serializer (jobs.serializers.JobInputSerializer), so a page and a client are held to exactly
+the same rules. Nothing here validates on its own beyond turning text into JSON.
+"""
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.http import QueryDict
+
+from jobs.models import Job, JobType, Priority
+from jobs.serializers import JobInputSerializer
+
+# The form's fields, in the API's names where it has a flat one.
+TIMING_FIELD = {JobType.ONCE: "runAt", JobType.DELAYED: "delaySec", JobType.CRON: "schedule"}
+RETRY_FIELDS = ("maxAttempts", "backoff", "initialDelayMs", "maxDelayMs")
+SIMPLE_FIELDS = ("timeoutSec", "priority", "misfirePolicy", "concurrencyPolicy")
+FORM_FIELDS = (
+    "name",
+    "type",
+    "runAt",
+    "delaySec",
+    "schedule",
+    "timezone",
+    "handler",
+    "pool",
+    "payload",
+    *RETRY_FIELDS,
+    "jitter",
+    *SIMPLE_FIELDS,
+    "tenant",
+)
+
+
+@dataclass
+class JobForm:
+    """What the page shows: raw values as typed, and errors per field."""
+
+    values: dict[str, str]
+    errors: dict[str, list[str]] = field(default_factory=dict)
+    serializer: JobInputSerializer | None = None
+
+    @property
+    def is_valid(self) -> bool:
+        return not self.errors and self.serializer is not None
+
+    def error_summary(self) -> str:
+        return "; ".join(f"{name}: {' '.join(messages)}" for name, messages in sorted(self.errors.items()))
+
+
+def _utc_iso(value) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else ""
+
+
+def initial_values(job: Job | None = None, *, tenant_slug: str = "") -> dict[str, str]:
+    """The form's fields as text: a new job's defaults, or an existing job's definition."""
+    if job is None:
+        return {
+            "name": "",
+            "type": JobType.ONCE,
+            "runAt": "",
+            "delaySec": "0",
+            "schedule": "",
+            "timezone": "UTC",
+            "handler": "noop",
+            "pool": "",
+            "payload": "{}",
+            "maxAttempts": "3",
+            "backoff": "EXPONENTIAL",
+            "initialDelayMs": "1000",
+            "maxDelayMs": "60000",
+            "jitter": "true",
+            "timeoutSec": "3600",
+            "priority": "NORMAL",
+            "misfirePolicy": "RUN_ONCE",
+            "concurrencyPolicy": "ALLOW",
+            "tenant": tenant_slug,
+        }
+    return {
+        "name": job.name,
+        "type": job.type,
+        "runAt": _utc_iso(job.run_at) if job.type == JobType.ONCE else "",
+        "delaySec": "" if job.delay_sec is None else str(job.delay_sec),
+        "schedule": job.schedule,
+        "timezone": job.timezone,
+        "handler": job.handler,
+        "pool": job.pool,
+        "payload": json.dumps(job.payload, indent=2, sort_keys=True),
+        "maxAttempts": str(job.max_attempts),
+        "backoff": job.backoff,
+        "initialDelayMs": str(job.initial_delay_ms),
+        "maxDelayMs": str(job.max_delay_ms),
+        "jitter": "true" if job.jitter else "false",
+        "timeoutSec": str(job.timeout_sec),
+        "priority": Priority(job.priority).label,
+        "misfirePolicy": job.misfire_policy,
+        "concurrencyPolicy": job.concurrency_policy,
+        "tenant": job.tenant.slug,
+    }
+
+
+def _posted(post: QueryDict) -> dict[str, str]:
+    values = {name: post.get(name, "").strip() for name in FORM_FIELDS}
+    # An unticked checkbox is absent from the POST; the hidden field before it says "false".
+    values["jitter"] = "true" if "true" in post.getlist("jitter") else "false"
+    values["payload"] = post.get("payload", "")
+    return values
+
+
+def _flatten(errors: Any, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested errors ({"target": {"handler": [...]}}) keyed by the form's flat names."""
+    flat: dict[str, list[str]] = {}
+    if isinstance(errors, dict):
+        for key, value in errors.items():
+            name = prefix if key in ("non_field_errors",) and prefix else key
+            if key == "non_field_errors" and not prefix:
+                name = "general"
+            for sub, messages in _flatten(value, name).items():
+                flat.setdefault(sub, []).extend(messages)
+    elif isinstance(errors, list):
+        if all(isinstance(item, str) for item in errors):
+            flat[prefix or "general"] = [str(item) for item in errors]
+        else:
+            for item in errors:
+                for sub, messages in _flatten(item, prefix).items():
+                    flat.setdefault(sub, []).extend(messages)
+    else:
+        flat[prefix or "general"] = [str(errors)]
+    # Nested objects flatten onto their leaves (target.handler → handler, retryPolicy.x → x);
+    # an object-wide error stays under the object's name ("target", "retryPolicy").
+    return flat
+
+
+def _parse_payload(text: str, errors: dict[str, list[str]]) -> Any:
+    try:
+        return json.loads(text or "{}")
+    except json.JSONDecodeError as exc:
+        errors["payload"] = [f"is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"]
+        return None
+
+
+def _api_data(values: dict[str, str], names: set[str], kind: str, errors: dict[str, list[str]]) -> dict[str, Any]:
+    """The API request body for the fields in `names`, from the form's text values."""
+    data: dict[str, Any] = {}
+    for name in ("name", "type", "timezone", *SIMPLE_FIELDS, "tenant"):
+        if name in names and values.get(name):
+            data[name] = values[name]
+    timing = TIMING_FIELD.get(kind)
+    if timing and timing in names and values.get(timing) != "":
+        data[timing] = values[timing]
+    if "timezone" in data and kind != JobType.CRON:
+        del data["timezone"]
+    if {"handler", "pool"} & names:
+        data["target"] = {"handler": values["handler"]}
+        if values.get("pool"):
+            data["target"]["pool"] = values["pool"]
+    if "payload" in names:
+        payload = _parse_payload(values["payload"], errors)
+        if payload is not None:
+            data["payload"] = payload
+    policy = {name: values[name] for name in RETRY_FIELDS if name in names and values.get(name) != ""}
+    if "jitter" in names:
+        policy["jitter"] = values["jitter"] == "true"
+    if policy:
+        data["retryPolicy"] = policy
+    return data
+
+
+def bind_create(post: QueryDict) -> JobForm:
+    """A create: every field the job's type uses, validated as a POST /v1/jobs body."""
+    values = _posted(post)
+    errors: dict[str, list[str]] = {}
+    kind = values.get("type") or ""
+    data = _api_data(values, set(FORM_FIELDS), kind, errors)
+    serializer = JobInputSerializer(data=data)
+    if not serializer.is_valid():
+        errors.update(_flatten(serializer.errors))
+    return JobForm(values=values, errors=errors, serializer=None if errors else serializer)
+
+
+def bind_update(post: QueryDict, *, job: Job) -> JobForm:
+    """An update: only the fields that differ from the job, validated as a PATCH body.
+
+    Sending an unchanged timing field would not be harmless (a DELAYED job's delay counts
+    again from now), so a field is sent only when its text differs from what the form showed.
+    """
+    values = _posted(post)
+    values["type"] = job.type
+    values["tenant"] = job.tenant.slug
+    initial = initial_values(job)
+    errors: dict[str, list[str]] = {}
+    changed = {name for name in FORM_FIELDS if name not in ("type", "tenant") and values[name] != initial[name]}
+    if "payload" in changed:
+        payload = _parse_payload(values["payload"], errors)
+        if payload == job.payload:
+            changed.discard("payload")
+    data = _api_data(values, changed, job.type, errors)
+    if not data and not errors:
+        return JobForm(values=values, errors={"general": ["nothing changed"]})
+    serializer = JobInputSerializer(job, data=data, partial=True)
+    if not serializer.is_valid():
+        errors.update(_flatten(serializer.errors))
+    return JobForm(values=values, errors=errors, serializer=None if errors else serializer)

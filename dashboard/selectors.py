@@ -1,0 +1,675 @@
+"""Reads for the operator dashboard. Every function takes `scope` (tenant ids, or None for staff,
+as tenants.selectors.scope_of returns it) and starts from the scoped selectors of jobs and
+executions, so no query here can see another tenant's rows.
+
+Each read is shaped to stay cheap with millions of executions (the budget is 300 ms a page):
+no COUNT(*) over a whole state, no sort of the whole table. The comment on each says which
+index bounds it.
+"""
+
+import json
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import EmptyResultSet
+from django.db import OperationalError, connection, transaction
+from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Extract, TruncMinute
+
+from dashboard.models import AuditEntry
+from executions.models import Execution, ExecutionEvent
+from executions.selectors import execution_list
+from executions.states import TERMINAL, ExecutionState
+from jobs import cron
+from jobs.models import Job, JobType
+from jobs.selectors import job_list
+from jobs.states import JobState
+from tenants.models import Tenant
+
+S = ExecutionState
+# Up to this many rows a state's count is exact (an index-only walk of at most this many
+# entries); above it the page shows the planner's estimate, marked as approximate.
+EXACT_COUNT_CAP = 10_000
+PAGE_SIZE = 50
+# Execution states in the order the pages show them: the flow, then the failure states.
+STATE_ORDER = [
+    S.PENDING,
+    S.QUEUED,
+    S.RUNNING,
+    S.SUCCEEDED,
+    S.FAILED,
+    S.TIMED_OUT,
+    S.FAILED_WORKER_LOST,
+    S.CANCELLED,
+    S.DEAD,
+]
+
+
+# --- Tenants ---------------------------------------------------------------------------------------
+
+
+def tenants_in_scope(*, scope: list[int] | None) -> list[Tenant]:
+    tenants = Tenant.objects.order_by("slug")
+    return list(tenants if scope is None else tenants.filter(pk__in=scope))
+
+
+def narrow_scope(*, scope: list[int] | None, tenant_slug: str | None) -> list[int] | None:
+    """The scope further limited to one tenant named by a filter; a tenant outside the scope
+    narrows it to nothing rather than widening it."""
+    if not tenant_slug:
+        return scope
+    tenant_id = Tenant.objects.filter(slug=tenant_slug).values_list("pk", flat=True).first()
+    if tenant_id is None or (scope is not None and tenant_id not in scope):
+        return []
+    return [tenant_id]
+
+
+# --- Counts ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StateCount:
+    state: str
+    count: int
+    exact: bool
+
+
+def _estimate(queryset: QuerySet) -> int | None:
+    """The planner's row estimate for a queryset (PostgreSQL), from EXPLAIN: no rows are read."""
+    if connection.vendor != "postgresql":
+        return None
+    try:
+        plan = json.loads(queryset.explain(format="json"))
+        return int(plan[0]["Plan"]["Plan Rows"])
+    except Exception:  # an estimate is a nicety; the capped count still stands
+        return None
+
+
+def capped_count(queryset: QuerySet, *, cap: int = EXACT_COUNT_CAP, estimate: bool = True) -> tuple[int, bool]:
+    """(count, exact): exact up to `cap` rows; above it the planner's estimate (at least
+    cap + 1), or just cap + 1 when `estimate` is False."""
+    count = queryset.order_by()[: cap + 1].count()
+    if count <= cap:
+        return count, True
+    guess = _estimate(queryset.order_by()) if estimate else None
+    return max(guess or 0, cap + 1), False
+
+
+def execution_state_counts(*, scope: list[int] | None) -> list[StateCount]:
+    """Per state, one walk of the (state, scheduled_for) or (tenant, state, scheduled_for)
+    index, stopped after EXACT_COUNT_CAP entries."""
+    executions = execution_list(scope=scope)
+    counts = []
+    for state in STATE_ORDER:
+        count, exact = capped_count(executions.filter(state=state))
+        counts.append(StateCount(state=state, count=count, exact=exact))
+    return counts
+
+
+def job_state_counts(*, scope: list[int] | None) -> dict[str, int]:
+    """Jobs are few next to their executions; one grouped pass over (tenant, state) suffices."""
+    rows = job_list(scope=scope).order_by().values("state").annotate(n=Count("id"))
+    counts = {state: 0 for state in JobState.values}
+    counts.update({row["state"]: row["n"] for row in rows})
+    return counts
+
+
+# --- The last hour ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Minute:
+    at: datetime
+    succeeded: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    lag_p50_ms: float | None = None
+    lag_p99_ms: float | None = None
+
+    @property
+    def total(self) -> int:
+        return self.succeeded + self.failed + self.cancelled
+
+
+@dataclass
+class LastHour:
+    minutes: list[Minute]
+    finished: int
+    lag_p50_ms: float | None
+    lag_p99_ms: float | None
+    started: int
+
+    def chart_data(self) -> dict[str, Any]:
+        return {
+            "minutes": [m.at.strftime("%H:%M") for m in self.minutes],
+            "succeeded": [m.succeeded for m in self.minutes],
+            "failed": [m.failed for m in self.minutes],
+            "cancelled": [m.cancelled for m in self.minutes],
+            "p50": [m.lag_p50_ms for m in self.minutes],
+            "p99": [m.lag_p99_ms for m in self.minutes],
+        }
+
+
+def _lag_seconds():
+    return Extract(F("started_at") - F("available_at"), "epoch")
+
+
+def _lag_percentiles(
+    started: QuerySet,
+) -> tuple[dict[datetime, tuple[float, float]], tuple[int, float | None, float | None]]:
+    """p50 and p99 of the start lag per minute of start and over all, in one pass: GROUPING SETS
+    (which the ORM cannot spell) around the ORM's own, scoped, query of the rows. Minutes are
+    truncated in the session's time zone, which Django sets to UTC."""
+    try:
+        inner, params = started.annotate(lag=_lag_seconds()).values("started_at", "lag").query.sql_with_params()
+    except EmptyResultSet:  # a scope of no tenants
+        return {}, (0, None, None)
+    sql = f"""
+        SELECT date_trunc('minute', started_at) AS minute, count(*),
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY lag),
+               percentile_cont(0.99) WITHIN GROUP (ORDER BY lag)
+        FROM ({inner}) AS rows
+        GROUP BY GROUPING SETS ((date_trunc('minute', started_at)), ())
+    """
+    per_minute: dict[datetime, tuple[float, float]] = {}
+    overall: tuple[int, float | None, float | None] = (0, None, None)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for minute, count, p50, p99 in cursor.fetchall():
+            if minute is None:
+                overall = (count, p50, p99)
+            else:
+                per_minute[minute] = (p50, p99)
+    return per_minute, overall
+
+
+def last_hour(*, scope: list[int] | None, now: datetime) -> LastHour:
+    """Executions finished per minute (by outcome) and the start lag (started_at - available_at)
+    per minute of start, over the 60 minutes before `now`.
+
+    Both read a bounded range of the partial index on finished_at; runs still going are the
+    RUNNING rows (their own partial index). Nothing older than the hour is touched.
+    """
+    end = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    since = end - timedelta(minutes=60)
+    minutes = {since + timedelta(minutes=i): Minute(at=since + timedelta(minutes=i)) for i in range(60)}
+    executions = execution_list(scope=scope).order_by()
+
+    finished = (
+        executions.filter(finished_at__gte=since, finished_at__lt=end, state__in=TERMINAL)
+        .annotate(minute=TruncMinute("finished_at"))
+        .values("minute", "state")
+        .annotate(n=Count("id"))
+    )
+    for row in finished:
+        minute = minutes.get(row["minute"])
+        if minute is None:
+            continue
+        if row["state"] == S.SUCCEEDED:
+            minute.succeeded += row["n"]
+        elif row["state"] == S.DEAD:
+            minute.failed += row["n"]
+        else:
+            minute.cancelled += row["n"]
+
+    started = executions.filter(
+        Q(finished_at__gte=since, finished_at__lt=end, state__in=TERMINAL) | Q(state=S.RUNNING),
+        started_at__gte=since,
+        started_at__lt=end,
+    )
+    lag_p50 = lag_p99 = None
+    started_count = 0
+    if connection.vendor == "postgresql":
+        per_minute, overall = _lag_percentiles(started)
+        for at, (p50, p99) in per_minute.items():
+            if at in minutes:
+                minutes[at].lag_p50_ms, minutes[at].lag_p99_ms = _ms(p50), _ms(p99)
+        started_count, lag_p50, lag_p99 = overall[0], _ms(overall[1]), _ms(overall[2])
+    else:  # SQLite (the embedded install): few rows, so the percentiles are taken here
+        by_minute: dict[datetime, list[float]] = {}
+        every: list[float] = []
+        for started_at, available_at in started.values_list("started_at", "available_at"):
+            lag = max((started_at - available_at).total_seconds(), 0.0)
+            by_minute.setdefault(started_at.replace(second=0, microsecond=0), []).append(lag)
+            every.append(lag)
+        for at, lags in by_minute.items():
+            if at in minutes:
+                minutes[at].lag_p50_ms = _ms(_percentile(lags, 0.5))
+                minutes[at].lag_p99_ms = _ms(_percentile(lags, 0.99))
+        lag_p50, lag_p99, started_count = _ms(_percentile(every, 0.5)), _ms(_percentile(every, 0.99)), len(every)
+
+    ordered = [minutes[at] for at in sorted(minutes)]
+    return LastHour(
+        minutes=ordered,
+        finished=sum(m.total for m in ordered),
+        lag_p50_ms=lag_p50,
+        lag_p99_ms=lag_p99,
+        started=started_count,
+    )
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(max(seconds, 0.0) * 1000, 1)
+
+
+def _percentile(values: list[float], fraction: float) -> float | None:
+    """Linear interpolation between closest ranks, as percentile_cont does."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = fraction * (len(ordered) - 1)
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+# --- Pools and workers ------------------------------------------------------------------------------
+
+
+@dataclass
+class PoolDepth:
+    pool: str
+    pending_due: int = 0
+    queued: int = 0
+    running: int = 0
+
+    @property
+    def depth(self) -> int:
+        return self.pending_due + self.queued
+
+
+def queue_depths(*, scope: list[int] | None, now: datetime) -> list[PoolDepth]:
+    """Per pool: PENDING and due (the due index), QUEUED (the republish index), RUNNING (the
+    lease index). Each partial index holds only live work, so the cost follows the backlog,
+    never the history."""
+    from jobs import registry
+
+    executions = execution_list(scope=scope).order_by()
+    pools: dict[str, PoolDepth] = {name: PoolDepth(pool=name) for name in registry.pools()}
+
+    def add(queryset: QuerySet, attr: str) -> None:
+        for row in queryset.values("pool").annotate(n=Count("id")):
+            depth = pools.setdefault(row["pool"], PoolDepth(pool=row["pool"]))
+            setattr(depth, attr, row["n"])
+
+    add(executions.filter(state=S.PENDING, available_at__lte=now), "pending_due")
+    add(executions.filter(state=S.QUEUED), "queued")
+    add(executions.filter(state=S.RUNNING), "running")
+    return sorted(pools.values(), key=lambda p: p.pool)
+
+
+@dataclass
+class Worker:
+    worker_id: str
+    alive: bool
+    last_seen: datetime | None
+    running_count: int = 0
+    # A few of its RUNNING executions (dicts: id, job name), for the page to link to.
+    running: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def more(self) -> int:
+        return self.running_count - len(self.running)
+
+
+WORKER_SAMPLE = 5
+IDLE_WORKER_WINDOW = timedelta(minutes=5)
+
+
+def workers(*, scope: list[int] | None, now: datetime) -> list[Worker]:
+    """Workers as the rows show them: those holding RUNNING executions (alive while their
+    heartbeat is within a lease), and those that finished something in the last minutes (idle).
+    Celery is not asked: the rows are the truth and need no broker round trip.
+
+    Counts come grouped from the RUNNING partial index; only a few executions per worker are
+    fetched, as plain values, so a fleet running thousands costs no model instances.
+    """
+    lease = timedelta(seconds=settings.TICKWORK_LEASE_SECONDS)
+    executions = execution_list(scope=scope).order_by()
+    running = executions.filter(state=S.RUNNING)
+    found: dict[str, Worker] = {}
+    for row in running.values("worker_id").annotate(n=Count("id"), beat=Max("heartbeat_at"), start=Max("started_at")):
+        last_seen = row["beat"] or row["start"]
+        found[row["worker_id"]] = Worker(
+            worker_id=row["worker_id"] or "?",
+            alive=last_seen is not None and last_seen >= now - lease,
+            last_seen=last_seen,
+            running_count=row["n"],
+        )
+    busy = [w for w in found if found[w].running_count]
+    if busy:
+        sample = (
+            running.filter(worker_id__in=busy[:50])
+            .order_by("worker_id", "started_at")
+            .values("id", "worker_id", "job__name")[: WORKER_SAMPLE * 50]
+        )
+        for row in sample:
+            worker = found[row["worker_id"]]
+            if len(worker.running) < WORKER_SAMPLE:
+                worker.running.append(row)
+    recent = (
+        executions.filter(finished_at__gte=now - IDLE_WORKER_WINDOW)
+        .exclude(worker_id="")
+        .values("worker_id")
+        .annotate(last=Max("finished_at"))
+    )
+    for row in recent:
+        worker = found.get(row["worker_id"])
+        if worker is None:
+            found[row["worker_id"]] = Worker(worker_id=row["worker_id"], alive=True, last_seen=row["last"])
+        elif worker.last_seen is None or row["last"] > worker.last_seen:
+            worker.last_seen = row["last"]
+            worker.alive = worker.alive or row["last"] >= now - lease
+    return sorted(found.values(), key=lambda w: (not w.alive, w.worker_id))
+
+
+# --- Jobs -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobFilters:
+    q: str = ""
+    state: str = ""
+    type: str = ""
+    pool: str = ""
+    handler: str = ""
+    tenant: str = ""
+
+
+def _last_run(scope: list[int] | None, value: str) -> Subquery:
+    """The newest execution of the job that has left PENDING: a walk of (job, scheduled_for)."""
+    runs = (
+        execution_list(scope=scope)
+        .filter(job=OuterRef("pk"))
+        .exclude(state=S.PENDING)
+        .order_by("-scheduled_for", "-created_at")
+        .values(value)[:1]
+    )
+    return Subquery(runs)
+
+
+def job_page(*, scope: list[int] | None, filters: JobFilters, page: int) -> tuple[list[Job], bool]:
+    """One page of jobs, newest first, with their last run; (jobs, has_next). No COUNT(*)."""
+    jobs = job_list(scope=narrow_scope(scope=scope, tenant_slug=filters.tenant))
+    if filters.q:
+        try:
+            jobs = jobs.filter(Q(pk=uuid.UUID(filters.q)) | Q(name__icontains=filters.q))
+        except ValueError:
+            jobs = jobs.filter(name__icontains=filters.q)
+    if filters.state:
+        jobs = jobs.filter(state=filters.state)
+    if filters.type:
+        jobs = jobs.filter(type=filters.type)
+    if filters.pool:
+        jobs = jobs.filter(pool=filters.pool)
+    if filters.handler:
+        jobs = jobs.filter(handler=filters.handler)
+    jobs = jobs.annotate(
+        last_run_id=_last_run(scope, "id"),
+        last_run_state=_last_run(scope, "state"),
+        last_run_finished_at=_last_run(scope, "finished_at"),
+        last_run_error=_last_run(scope, "error"),
+    ).order_by("-created_at", "-id")
+    start = (page - 1) * PAGE_SIZE
+    rows = list(jobs[start : start + PAGE_SIZE + 1])
+    return rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
+
+
+@dataclass(frozen=True)
+class Fire:
+    utc: datetime
+    local: datetime
+
+
+def next_fires(*, job: Job, now: datetime, count: int) -> list[Fire]:
+    """The job's coming fires in UTC and in its own timezone. A one-off has at most its run_at."""
+    zone = cron.parse_timezone(job.timezone or "UTC")
+    if job.type == JobType.CRON:
+        if job.state in (JobState.CANCELLED,):
+            return []
+        try:
+            times = cron.fires_after(job.schedule, job.timezone, now, count)
+        except (cron.CronError, OverflowError):
+            return []
+        # The pending fire may be earlier than `now` (due, not yet dispatched): show it first.
+        if job.next_fire_at is not None and job.next_fire_at <= now:
+            times = [job.next_fire_at, *times[: count - 1]]
+    else:
+        times = [job.next_fire_at] if job.next_fire_at is not None else []
+    return [Fire(utc=t, local=t.astimezone(zone)) for t in times]
+
+
+def job_executions_page(*, scope: list[int] | None, job: Job, page: int) -> tuple[list[Execution], bool]:
+    """A job's history, newest first: the (job, scheduled_for) index, offset by page."""
+    executions = execution_list(scope=scope).filter(job=job).order_by("-scheduled_for", "-created_at")
+    start = (page - 1) * PAGE_SIZE
+    rows = list(executions[start : start + PAGE_SIZE + 1])
+    return rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
+
+
+# --- Executions --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExecutionFilters:
+    state: str = ""
+    pool: str = ""
+    tenant: str = ""
+    job: str = ""
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+@dataclass
+class ExecutionPage:
+    rows: list[Execution]
+    has_next: bool
+    # The pool filter (no index covers it) was narrowed to the last day, or given up on, to
+    # keep within the page's time budget; the page says so.
+    narrowed_to: datetime | None = None
+    gave_up: bool = False
+
+
+# A filter no index covers (pool) may have to read far to fill a page; past this it is stopped.
+UNINDEXED_FILTER_BUDGET_MS = 80
+UNINDEXED_FILTER_WINDOW = timedelta(days=1)
+
+
+def execution_page(*, scope: list[int] | None, filters: ExecutionFilters, page: int, now: datetime) -> ExecutionPage:
+    """One page of executions, newest scheduled first. No COUNT(*).
+
+    There is no index on scheduled_for alone (every index costs the dispatcher and workers a
+    write on each transition), but there is (state, scheduled_for) and (tenant, state,
+    scheduled_for). So the page is the merge of one short ordered walk per state (and per
+    tenant, for a scoped caller): a UNION ALL of sub-queries that each stop after the rows
+    the page can need, sorted together, then the page's rows fetched by id. The cost follows
+    page size times the number of walks, not the size of the table.
+
+    A pool filter is checked row by row along those walks; a pool with few rows in a big state
+    could make a walk read it all. On PostgreSQL such a query runs under a statement timeout;
+    if it trips, the page is retried over the last day only, and failing that, given up.
+    """
+    if not filters.pool or connection.vendor != "postgresql":
+        rows, has_next = _execution_walk(scope=scope, filters=filters, page=page)
+        return ExecutionPage(rows=rows, has_next=has_next)
+    attempts = [filters]
+    if filters.since is None or filters.since < now - UNINDEXED_FILTER_WINDOW:
+        attempts.append(replace(filters, since=now - UNINDEXED_FILTER_WINDOW))
+    for attempt in attempts:
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute(f"SET LOCAL statement_timeout = {UNINDEXED_FILTER_BUDGET_MS}")
+                rows, has_next = _execution_walk(scope=scope, filters=attempt, page=page)
+        except OperationalError:  # QueryCanceled: over budget
+            continue
+        narrowed = attempt.since if attempt is not filters else None
+        return ExecutionPage(rows=rows, has_next=has_next, narrowed_to=narrowed)
+    return ExecutionPage(rows=[], has_next=False, gave_up=True)
+
+
+def _execution_walk(*, scope: list[int] | None, filters: ExecutionFilters, page: int) -> tuple[list[Execution], bool]:
+    scope = narrow_scope(scope=scope, tenant_slug=filters.tenant)
+    executions = execution_list(scope=scope).order_by()
+    if filters.pool:
+        executions = executions.filter(pool=filters.pool)
+    if filters.since:
+        executions = executions.filter(scheduled_for__gte=filters.since)
+    if filters.until:
+        executions = executions.filter(scheduled_for__lt=filters.until)
+    start = (page - 1) * PAGE_SIZE
+    wanted = start + PAGE_SIZE + 1
+    if filters.job:
+        try:
+            job_id = uuid.UUID(filters.job)
+        except ValueError:
+            return [], False
+        ids = list(
+            executions.filter(job_id=job_id, **({"state": filters.state} if filters.state else {}))
+            .order_by("-scheduled_for", "-id")
+            .values_list("id", flat=True)[start:wanted]
+        )
+    else:
+        states = [filters.state] if filters.state else [s.value for s in STATE_ORDER]
+        tenants = [None] if scope is None else scope
+        if not tenants:
+            return [], False
+        walks = [
+            executions.filter(state=state, **({"tenant_id": tenant} if tenant is not None else {}))
+            .order_by("-scheduled_for", "-id")
+            .values_list("scheduled_for", "id")
+            for state in states
+            for tenant in tenants
+        ]
+        if len(walks) == 1:
+            rows = walks[0][start:wanted]
+        else:
+            merged = walks[0][:wanted].union(*(walk[:wanted] for walk in walks[1:]), all=True)
+            rows = merged.order_by("-scheduled_for", "-id")[start:wanted]
+        ids = [row[1] for row in rows]
+    found = execution_list(scope=scope).select_related("job", "tenant").in_bulk(ids)
+    ordered = [found[i] for i in ids if i in found]
+    return ordered[:PAGE_SIZE], len(ordered) > PAGE_SIZE
+
+
+def execution_events_of(*, execution: Execution) -> list[ExecutionEvent]:
+    return list(ExecutionEvent.objects.filter(execution=execution).order_by("at", "id"))
+
+
+@dataclass
+class Attempt:
+    number: int
+    events: list[ExecutionEvent]
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    outcome: str = ""
+    worker_id: str = ""
+    message: str = ""
+
+
+def attempts_of(*, events: list[ExecutionEvent]) -> list[Attempt]:
+    """The history folded by attempt: when each started and ended, on which worker, and how."""
+    attempts: dict[int, Attempt] = {}
+    for event in events:
+        attempt = attempts.setdefault(event.attempt, Attempt(number=event.attempt, events=[]))
+        attempt.events.append(event)
+        if event.to_state == S.RUNNING and event.from_state == S.QUEUED:
+            attempt.started_at = event.at
+            attempt.worker_id = event.worker_id
+        if event.to_state in (*TERMINAL, S.FAILED, S.TIMED_OUT, S.FAILED_WORKER_LOST):
+            attempt.ended_at = event.at
+            attempt.outcome = event.to_state
+            attempt.message = event.message
+    return [attempts[n] for n in sorted(attempts)]
+
+
+# --- Live feed and audit ------------------------------------------------------------------------------
+
+
+def latest_event_id() -> int:
+    """The newest event's id (a walk of one primary key entry): where a page's live feed starts."""
+    return ExecutionEvent.objects.aggregate(top=Max("id"))["top"] or 0
+
+
+def live_events_after(*, scope: list[int] | None, after: int, limit: int = 500) -> list[dict[str, Any]]:
+    """Events with an id above `after`, oldest first, in the caller's scope: a primary key range."""
+    events = ExecutionEvent.objects.filter(pk__gt=after)
+    if scope is not None:
+        events = events.filter(execution__tenant_id__in=scope)
+    rows = events.order_by("id").values(
+        "id",
+        "execution_id",
+        "execution__job_id",
+        "execution__tenant_id",
+        "from_state",
+        "to_state",
+        "attempt",
+        "at",
+        "worker_id",
+        "message",
+    )[:limit]
+    return [
+        {
+            "id": row["id"],
+            "executionId": str(row["execution_id"]),
+            "jobId": str(row["execution__job_id"]),
+            "tenantId": row["execution__tenant_id"],
+            "from": row["from_state"],
+            "to": row["to_state"],
+            "attempt": row["attempt"],
+            "at": row["at"].isoformat(),
+            "worker": row["worker_id"],
+            "message": row["message"][:200],
+        }
+        for row in rows
+    ]
+
+
+@dataclass(frozen=True)
+class AuditFilters:
+    actor: str = ""
+    action: str = ""
+    outcome: str = ""
+    target: str = ""
+
+
+def audit_list(*, scope: list[int] | None) -> QuerySet[AuditEntry]:
+    """Staff see every entry; a tenant member sees the entries about its tenants' objects."""
+    entries = AuditEntry.objects.all()
+    return entries if scope is None else entries.filter(tenant_id__in=scope)
+
+
+def audit_page(*, scope: list[int] | None, filters: AuditFilters, page: int) -> tuple[list[AuditEntry], bool]:
+    entries = audit_list(scope=scope)
+    if filters.actor:
+        entries = entries.filter(actor=filters.actor)
+    if filters.action:
+        entries = entries.filter(action=filters.action)
+    if filters.outcome:
+        entries = entries.filter(outcome=filters.outcome)
+    if filters.target:
+        target = Q(target_id=filters.target)
+        if (job_id := _uuid_or_none(filters.target)) is not None:
+            target |= Q(job_id=job_id)
+        entries = entries.filter(target)
+    start = (page - 1) * PAGE_SIZE
+    rows = list(entries.order_by("-at", "-id")[start : start + PAGE_SIZE + 1])
+    return rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
+
+
+def audit_for_job(*, scope: list[int] | None, job: Job, limit: int = 20) -> list[AuditEntry]:
+    return list(audit_list(scope=scope).filter(job_id=job.pk).order_by("-at", "-id")[:limit])
+
+
+def audit_for_execution(*, scope: list[int] | None, execution: Execution, limit: int = 20) -> list[AuditEntry]:
+    return list(audit_list(scope=scope).filter(target_id=str(execution.pk)).order_by("-at", "-id")[:limit])
+
+
+def _uuid_or_none(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None

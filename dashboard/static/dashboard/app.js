@@ -1,0 +1,309 @@
+/* Tickwork dashboard: live updates over a WebSocket, small SVG charts, form helpers.
+ * Hand-written, no dependencies. Everything degrades to plain links and forms without it.
+ *
+ * Live updates: the server pushes execution events ({type: "events", events: [...]}). Each event
+ * updates matching state badges at once ([data-exec="<execution id>"]), then the regions of the
+ * page that care ([data-live-region], optionally limited by data-live-job / data-live-execution)
+ * are re-read from the server: the same URL is fetched and those regions are swapped in place.
+ * The page never navigates; the server renders, so what is shown is what the database says.
+ */
+(function () {
+  "use strict";
+
+  var SVG = "http://www.w3.org/2000/svg";
+  var TONES = {
+    PENDING: "neutral", QUEUED: "indigo", RUNNING: "blue", SUCCEEDED: "green", FAILED: "amber",
+    TIMED_OUT: "amber", FAILED_WORKER_LOST: "amber", CANCELLED: "muted", DEAD: "red"
+  };
+  var LABELS = { FAILED_WORKER_LOST: "WORKER LOST" };
+
+  // --- Relative times ------------------------------------------------------------------------
+  function relTimes(root) {
+    var now = Date.now();
+    root.querySelectorAll("time[data-rel]").forEach(function (el) {
+      var t = Date.parse(el.getAttribute("datetime"));
+      if (isNaN(t)) return;
+      var s = Math.round((now - t) / 1000);
+      var text = s < 0 ? "in " + human(-s) : human(s) + " ago";
+      el.title = el.title || el.textContent;
+      el.textContent = text;
+    });
+  }
+  function human(s) {
+    if (s < 60) return s + " s";
+    if (s < 3600) return Math.floor(s / 60) + " min";
+    if (s < 86400) return Math.floor(s / 3600) + " h";
+    return Math.floor(s / 86400) + " d";
+  }
+
+  // --- Charts ----------------------------------------------------------------------------------
+  function el(name, attrs, parent) {
+    var node = document.createElementNS(SVG, name);
+    Object.keys(attrs || {}).forEach(function (k) { node.setAttribute(k, attrs[k]); });
+    if (parent) parent.appendChild(node);
+    return node;
+  }
+  function niceMax(v) {
+    if (!v || v <= 0) return 1;
+    var p = Math.pow(10, Math.floor(Math.log10(v)));
+    var n = v / p;
+    return (n <= 1 ? 1 : n <= 2 ? 2 : n <= 5 ? 5 : 10) * p;
+  }
+  function fmtMs(v) {
+    if (v == null) return "—";
+    if (v < 1000) return Math.round(v) + " ms";
+    if (v < 60000) return (v / 1000).toFixed(1) + " s";
+    return (v / 60000).toFixed(1) + " min";
+  }
+  function frame(container, max, fmt) {
+    container.textContent = "";
+    var w = Math.max(container.clientWidth, 280), h = Math.max(container.clientHeight, 140);
+    var pad = { l: 46, r: 8, t: 8, b: 22 };
+    var svg = el("svg", { viewBox: "0 0 " + w + " " + h, preserveAspectRatio: "none" }, container);
+    var plotW = w - pad.l - pad.r, plotH = h - pad.t - pad.b;
+    [0, 0.5, 1].forEach(function (f) {
+      var y = pad.t + plotH - f * plotH;
+      el("line", { x1: pad.l, x2: w - pad.r, y1: y, y2: y, "class": f === 0 ? "axis" : "grid" }, svg);
+      var label = el("text", { x: pad.l - 6, y: y + 4, "text-anchor": "end" }, svg);
+      label.textContent = fmt(max * f);
+    });
+    return { svg: svg, w: w, h: h, pad: pad, plotW: plotW, plotH: plotH };
+  }
+  function xLabels(f, minutes) {
+    var n = minutes.length, step = f.plotW / n;
+    for (var i = 0; i < n; i += 15) {
+      var t = el("text", { x: f.pad.l + i * step, y: f.h - 6 }, f.svg);
+      t.textContent = minutes[i];
+    }
+    var last = el("text", { x: f.w - f.pad.r, y: f.h - 6, "text-anchor": "end" }, f.svg);
+    last.textContent = minutes[n - 1];
+  }
+  function throughput(container, d) {
+    var totals = d.minutes.map(function (_, i) { return d.succeeded[i] + d.failed[i] + d.cancelled[i]; });
+    var max = niceMax(Math.max.apply(null, totals.concat([0])));
+    var f = frame(container, max, function (v) { return Math.round(v).toString(); });
+    var n = d.minutes.length, step = f.plotW / n, bw = Math.max(step - 2, 1);
+    var series = [["succeeded", "var(--green)"], ["failed", "var(--red)"], ["cancelled", "var(--muted-c)"]];
+    for (var i = 0; i < n; i++) {
+      var y = f.pad.t + f.plotH, x = f.pad.l + i * step + (step - bw) / 2;
+      var g = el("g", {}, f.svg);
+      el("title", {}, g).textContent = d.minutes[i] + " UTC — " + d.succeeded[i] + " succeeded, " +
+        d.failed[i] + " dead, " + d.cancelled[i] + " cancelled";
+      el("rect", { x: x - (step - bw) / 2, y: f.pad.t, width: step, height: f.plotH, fill: "transparent" }, g);
+      series.forEach(function (s) {
+        var v = d[s[0]][i];
+        if (!v) return;
+        var bh = (v / max) * f.plotH;
+        y -= bh;
+        el("rect", { x: x, y: y, width: bw, height: Math.max(bh, 1), fill: s[1], rx: 1 }, g);
+      });
+    }
+    xLabels(f, d.minutes);
+    if (!totals.some(Boolean)) note(f, "Nothing finished in the last hour");
+  }
+  function lag(container, d) {
+    var values = d.p99.concat(d.p50).filter(function (v) { return v != null; });
+    var max = niceMax(Math.max.apply(null, values.concat([0])));
+    var f = frame(container, max, fmtMs);
+    var n = d.minutes.length, step = f.plotW / n;
+    [["p50", "var(--blue)"], ["p99", "var(--amber)"]].forEach(function (s) {
+      var path = "", pen = false;
+      d[s[0]].forEach(function (v, i) {
+        if (v == null) { pen = false; return; }
+        var x = f.pad.l + i * step + step / 2, y = f.pad.t + f.plotH - (v / max) * f.plotH;
+        path += (pen ? "L" : "M") + x.toFixed(1) + " " + y.toFixed(1) + " ";
+        pen = true;
+        var dot = el("circle", { cx: x, cy: y, r: 2.5, fill: s[1] }, f.svg);
+        el("title", {}, dot).textContent = d.minutes[i] + " UTC — " + s[0] + " " + fmtMs(v);
+      });
+      if (path) el("path", { d: path, fill: "none", stroke: s[1], "stroke-width": 2, "stroke-linejoin": "round" }, f.svg);
+    });
+    xLabels(f, d.minutes);
+    if (!values.length) note(f, "Nothing started in the last hour");
+  }
+  function note(f, text) {
+    var t = el("text", { x: f.pad.l + f.plotW / 2, y: f.pad.t + f.plotH / 2, "text-anchor": "middle", "class": "empty-note" }, f.svg);
+    t.textContent = text;
+  }
+  function charts(root) {
+    root.querySelectorAll("[data-chart]").forEach(function (c) {
+      var source = document.getElementById(c.getAttribute("data-source"));
+      if (!source) return;
+      var data = JSON.parse(source.textContent);
+      (c.getAttribute("data-chart") === "lag" ? lag : throughput)(c, data);
+    });
+  }
+
+  // --- Forms ---------------------------------------------------------------------------------------
+  document.addEventListener("submit", function (e) {
+    var form = e.target;
+    var question = form.getAttribute("data-confirm");
+    if (question && !window.confirm(question)) e.preventDefault();
+  });
+  document.addEventListener("change", function (e) {
+    var all = e.target.closest("[data-select-all]");
+    if (all) {
+      document.querySelectorAll('input[type=checkbox][name="' + all.getAttribute("data-select-all") + '"]')
+        .forEach(function (box) { box.checked = all.checked; });
+    }
+  });
+
+  function jobForm(form) {
+    var typeInput = form.querySelector("[data-type-select]");
+    function showFor() {
+      var type = typeInput ? typeInput.value : "";
+      form.querySelectorAll("[data-for-type]").forEach(function (f) {
+        f.hidden = type && f.getAttribute("data-for-type") !== type;
+      });
+    }
+    if (typeInput) { typeInput.addEventListener("change", showFor); showFor(); }
+    var schedule = form.querySelector("[data-schedule-input]");
+    var zone = form.querySelector("[data-timezone-input]");
+    var preview = form.querySelector("[data-schedule-preview]");
+    if (!schedule || !preview) return;
+    var timer = null;
+    function update() {
+      var expr = schedule.value.trim();
+      if (!expr) { preview.innerHTML = '<span class="muted">Type a schedule to preview its next fires.</span>'; return; }
+      var url = "/v1/schedule/preview?count=5&schedule=" + encodeURIComponent(expr) +
+        "&timezone=" + encodeURIComponent((zone && zone.value.trim()) || "UTC");
+      fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then(function (r) { return r.json().then(function (body) { return { ok: r.ok, body: body }; }); })
+        .then(function (res) {
+          preview.textContent = "";
+          if (!res.ok) {
+            var err = document.createElement("span");
+            err.className = "field-error";
+            err.textContent = JSON.stringify(res.body.schedule || res.body.timezone || res.body.detail || res.body);
+            preview.appendChild(err);
+            return;
+          }
+          var table = document.createElement("table");
+          res.body.fireTimes.forEach(function (f) {
+            var tr = table.insertRow();
+            tr.insertCell().textContent = f.utc;
+            tr.insertCell().textContent = f.local;
+          });
+          preview.appendChild(table);
+        })
+        .catch(function () { /* the preview is a help, never a blocker */ });
+    }
+    function later() { clearTimeout(timer); timer = setTimeout(update, 300); }
+    schedule.addEventListener("input", later);
+    if (zone) zone.addEventListener("input", later);
+    update();
+  }
+
+  // --- Live ----------------------------------------------------------------------------------------
+  var body = document.body;
+  var after = Number(body.getAttribute("data-live-after") || 0);
+  var statusEl = document.querySelector("[data-live-status]");
+  var socket = null, retry = 0;
+  var dirty = {}, inFlight = false, lastRefresh = 0, refreshTimer = null;
+  var MIN_GAP = 700;
+
+  function setStatus(state, text) {
+    if (!statusEl) return;
+    statusEl.setAttribute("data-live-status", state);
+    statusEl.querySelector("span").textContent = text;
+  }
+
+  function connect() {
+    var path = body.getAttribute("data-live-path");
+    if (!path || !window.WebSocket) return;
+    var scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    socket = new WebSocket(scheme + location.host + path + "?after=" + after);
+    socket.onopen = function () { retry = 0; setStatus("live", "Live"); };
+    socket.onmessage = function (m) {
+      var msg;
+      try { msg = JSON.parse(m.data); } catch (e) { return; }
+      if (msg.type === "events") onEvents(msg.events || []);
+    };
+    socket.onclose = function (e) {
+      socket = null;
+      if (e.code === 4401) { setStatus("offline", "Signed out"); return; }
+      setStatus("offline", "Reconnecting");
+      retry = Math.min(retry + 1, 6);
+      setTimeout(connect, 250 * Math.pow(2, retry));
+    };
+  }
+
+  function regionWants(region, events) {
+    var job = region.getAttribute("data-live-job"), exec = region.getAttribute("data-live-execution");
+    if (!job && !exec) return events.length > 0;
+    return events.some(function (e) { return (job && e.jobId === job) || (exec && e.executionId === exec); });
+  }
+
+  function onEvents(events) {
+    if (!events.length) return;
+    events.forEach(function (e) {
+      after = Math.max(after, e.id);
+      document.querySelectorAll('[data-exec="' + e.executionId + '"]').forEach(function (badge) {
+        if (badge.getAttribute("data-state") === e.to) return;
+        badge.setAttribute("data-state", e.to);
+        badge.className = "badge tone-" + (TONES[e.to] || "neutral") + " flash";
+        badge.textContent = LABELS[e.to] || e.to.replace(/_/g, " ");
+        badge.title = e.to;
+      });
+    });
+    var any = false;
+    document.querySelectorAll("[data-live-region]").forEach(function (region) {
+      if (regionWants(region, events)) { dirty[region.id] = true; any = true; }
+    });
+    if (any) scheduleRefresh();
+  }
+
+  function scheduleRefresh() {
+    if (inFlight || refreshTimer) return;
+    var wait = Math.max(0, lastRefresh + MIN_GAP - Date.now());
+    refreshTimer = setTimeout(refresh, wait);
+  }
+
+  function refresh() {
+    refreshTimer = null;
+    var ids = Object.keys(dirty);
+    if (!ids.length) return;
+    dirty = {};
+    inFlight = true;
+    lastRefresh = Date.now();
+    fetch(location.href, { credentials: "same-origin", headers: { "X-Live-Refresh": "1" } })
+      .then(function (r) { return r.ok && !r.redirected ? r.text() : null; })
+      .then(function (html) {
+        if (!html) return;
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        ids.forEach(function (id) {
+          var current = document.getElementById(id), fresh = doc.getElementById(id);
+          if (!current || !fresh) return;
+          var checked = {};
+          current.querySelectorAll("input[type=checkbox]:checked").forEach(function (b) { checked[b.name + "=" + b.value] = true; });
+          current.innerHTML = fresh.innerHTML;
+          current.querySelectorAll("input[type=checkbox]").forEach(function (b) { if (checked[b.name + "=" + b.value]) b.checked = true; });
+          charts(current);
+          relTimes(current);
+        });
+        var nav = doc.querySelector(".nav"), navNow = document.querySelector(".nav");
+        if (nav && navNow) navNow.innerHTML = nav.innerHTML;
+      })
+      .catch(function () { /* the next event retries */ })
+      .then(function () {
+        inFlight = false;
+        if (Object.keys(dirty).length) scheduleRefresh();
+      });
+  }
+
+  // --- Start -----------------------------------------------------------------------------------------
+  function start() {
+    charts(document);
+    relTimes(document);
+    document.querySelectorAll("[data-job-form]").forEach(jobForm);
+    var resizeTimer = null;
+    window.addEventListener("resize", function () {
+      clearTimeout(resizeTimer);
+      resizeTimer = setTimeout(function () { charts(document); }, 150);
+    });
+    setInterval(function () { relTimes(document); }, 15000);
+    connect();
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

@@ -1,0 +1,125 @@
+"""Every dashboard page stays under 300 ms of server time with 1,000,000 executions.
+
+The history (dashboard/tests/perfdata.py) is bulk-inserted once for the module with INSERT … SELECT
+generate_series, then each page is requested through the Django test client (in process, so
+the wall time of a request is the server's time): one warm-up, then the median of five.
+Takes about a minute and a half, most of it the insert. Deselect with `-m "not perf"`.
+Figures are printed and written to test-artifacts/perf.json.
+"""
+
+import json
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test import Client
+from django.utils import timezone
+
+from dashboard import selectors
+from dashboard.tests.perfdata import insert_history
+from tenants.services import tenant_create
+
+pytestmark = [pytest.mark.perf, pytest.mark.django_db]
+
+EXECUTIONS = 1_000_000
+JOBS = 10_000
+BUDGET_MS = 300
+RUNS = 5
+
+
+@pytest.fixture(scope="module")
+def history(django_db_setup, django_db_blocker):
+    """A million executions, committed for the whole module, truncated after it."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the bulk insert uses PostgreSQL's generate_series")
+    with django_db_blocker.unblock():
+        tenants = [tenant_create(slug=f"perf-{i}") for i in range(5)]
+        users = get_user_model().objects
+        staff = users.create_user(username="perf-staff", is_staff=True)
+        member = users.create_user(username="perf-member")
+        tenants[1].members.add(member)
+        began = time.monotonic()
+        insert_history(tenant_ids=[t.pk for t in tenants], now=timezone.now(), jobs=JOBS, executions=EXECUTIONS)
+        loaded = time.monotonic() - began
+        print(f"\ninserted {EXECUTIONS:,} executions and their events in {loaded:.0f} s")
+        try:
+            yield {"staff": staff, "member": member, "tenants": tenants}
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "TRUNCATE executions_executionevent, executions_execution, jobs_job, tenants_tenant,"
+                    " dashboard_auditentry, django_session, auth_user CASCADE"
+                )
+
+
+def _median_ms(client: Client, path: str) -> float:
+    response = client.get(path)
+    assert response.status_code == 200, path
+    times = []
+    for _ in range(RUNS):
+        began = time.perf_counter()
+        client.get(path)
+        times.append((time.perf_counter() - began) * 1000)
+    return statistics.median(times)
+
+
+def test_every_page_is_under_300_ms_with_a_million_executions(history):
+    from executions.models import Execution
+    from jobs.models import Job
+
+    assert Execution.objects.order_by()[: EXECUTIONS + 1].count() == EXECUTIONS
+    staff, member = Client(), Client()
+    staff.force_login(history["staff"])
+    member.force_login(history["member"])
+    cron = Job.objects.filter(type="CRON").order_by("created_at").first()
+    dead = Execution.objects.filter(state="DEAD").first()
+    tenant = history["tenants"][2].slug
+    day = (timezone.now() - timezone.timedelta(days=10)).strftime("%Y-%m-%dT%H:%M")
+    next_day = (timezone.now() - timezone.timedelta(days=9)).strftime("%Y-%m-%dT%H:%M")
+    pages = [
+        ("staff", "/dashboard/"),
+        ("member", "/dashboard/"),
+        ("staff", "/dashboard/jobs/"),
+        ("staff", "/dashboard/jobs/?q=nightly"),
+        ("staff", "/dashboard/jobs/?state=ACTIVE&type=CRON&page=3"),
+        ("member", "/dashboard/jobs/"),
+        ("staff", "/dashboard/jobs/new"),
+        ("staff", f"/dashboard/jobs/{cron.pk}/"),
+        ("staff", f"/dashboard/jobs/{cron.pk}/?page=2"),
+        ("staff", f"/dashboard/jobs/{cron.pk}/edit"),
+        ("staff", "/dashboard/executions/"),
+        ("staff", "/dashboard/executions/?page=20"),
+        ("staff", "/dashboard/executions/?state=DEAD"),
+        ("staff", "/dashboard/executions/?state=SUCCEEDED&page=10"),
+        ("staff", "/dashboard/executions/?pool=billing"),
+        ("staff", "/dashboard/executions/?pool=no-such-pool"),
+        ("staff", f"/dashboard/executions/?tenant={tenant}"),
+        ("staff", f"/dashboard/executions/?since={day}&until={next_day}"),
+        ("staff", f"/dashboard/executions/?job={cron.pk}"),
+        ("member", "/dashboard/executions/"),
+        ("member", "/dashboard/executions/?state=DEAD"),
+        ("staff", f"/dashboard/executions/{dead.pk}/"),
+        ("staff", "/dashboard/audit/"),
+    ]
+    figures = []
+    for who, path in pages:
+        ms = _median_ms(staff if who == "staff" else member, path)
+        figures.append({"who": who, "path": path, "median_ms": round(ms, 1)})
+    began = time.perf_counter()
+    for _ in range(RUNS):
+        selectors.live_events_after(scope=None, after=selectors.latest_event_id() - 256)
+    poll_ms = (time.perf_counter() - began) * 1000 / RUNS
+    figures.append({"who": "feed", "path": "live poll (256 events back)", "median_ms": round(poll_ms, 1)})
+
+    print(f"\n{'median':>9}  page (of {RUNS} after a warm-up; {EXECUTIONS:,} executions, {JOBS:,} jobs)")
+    for row in figures:
+        print(f"{row['median_ms']:7.1f} ms  {row['who']:<6} {row['path']}")
+    out = Path(settings.BASE_DIR) / "test-artifacts"
+    out.mkdir(exist_ok=True)
+    (out / "perf.json").write_text(json.dumps(figures, indent=2))
+    slow = [row for row in figures if row["median_ms"] >= BUDGET_MS]
+    assert not slow, f"over {BUDGET_MS} ms: {slow}"

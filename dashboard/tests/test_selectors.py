@@ -1,0 +1,200 @@
+"""The dashboard's reads: scoping, the merged per-state walk, capped counts, the last hour."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.utils import timezone
+
+from dashboard import selectors
+from executions.models import Execution
+
+pytestmark = pytest.mark.django_db
+NOW = timezone.now
+
+
+def _mixed(tenant, other_tenant, make_job, drive) -> list[Execution]:
+    now = timezone.now()
+    made = []
+    for i, target in enumerate(["PENDING", "SUCCEEDED", "DEAD", "CANCELLED", "RUNNING", "QUEUED"] * 2):
+        owner = tenant if i % 3 else other_tenant
+        job = make_job(
+            owner, run_at=now + timedelta(minutes=i * 7 % 11), handler="fail" if target == "DEAD" else "noop"
+        )
+        execution = job.executions.get()
+        made.append(execution if target == "PENDING" else drive(execution, target))
+    return made
+
+
+@pytest.mark.parametrize("scope_name", ["staff", "member"])
+def test_the_merged_walk_pages_like_a_plain_order_by(tenant, other_tenant, make_job, drive, monkeypatch, scope_name):
+    """Merging one ordered walk per state (and tenant) gives the same pages as ORDER BY
+    scheduled_for DESC over the scope, every row exactly once."""
+    monkeypatch.setattr(selectors, "PAGE_SIZE", 5)
+    _mixed(tenant, other_tenant, make_job, drive)
+    scope = None if scope_name == "staff" else [tenant.pk]
+    expected = list(
+        Execution.objects.filter(**({} if scope is None else {"tenant_id__in": scope}))
+        .order_by("-scheduled_for", "-id")
+        .values_list("id", flat=True)
+    )
+
+    seen, page, has_next = [], 1, True
+    while has_next:
+        result = selectors.execution_page(scope=scope, filters=selectors.ExecutionFilters(), page=page, now=NOW())
+        seen += [row.pk for row in result.rows]
+        has_next = result.has_next
+        page += 1
+
+    assert seen == expected
+
+
+def test_the_walk_applies_state_pool_and_time_filters(tenant, other_tenant, make_job, drive):
+    made = _mixed(tenant, other_tenant, make_job, drive)
+    dead = {e.pk for e in made if e.state == "DEAD"}
+    rows = selectors.execution_page(
+        scope=None, filters=selectors.ExecutionFilters(state="DEAD"), page=1, now=NOW()
+    ).rows
+    assert {r.pk for r in rows} == dead
+    none = selectors.execution_page(scope=None, filters=selectors.ExecutionFilters(pool="elsewhere"), page=1, now=NOW())
+    assert none.rows == [] and not none.gave_up
+    later = timezone.now() + timedelta(minutes=5)
+    rows = selectors.execution_page(scope=None, filters=selectors.ExecutionFilters(since=later), page=1, now=NOW()).rows
+    assert rows and all(r.scheduled_for >= later for r in rows)
+
+
+def test_a_scope_with_no_tenants_sees_nothing(tenant, make_job):
+    make_job(tenant)
+    empty = selectors.execution_page(scope=[], filters=selectors.ExecutionFilters(), page=1, now=NOW())
+    assert (empty.rows, empty.has_next) == ([], False)
+    assert [c.count for c in selectors.execution_state_counts(scope=[])] == [0] * 9
+
+
+def test_counts_are_exact_up_to_the_cap_then_estimated(tenant, make_job):
+    """Above the cap a count is the planner's estimate, flagged as inexact, never below cap+1."""
+    for _ in range(5):
+        make_job(tenant)
+    pending = Execution.objects.filter(state="PENDING")
+    assert selectors.capped_count(pending, cap=10) == (5, True)
+    count, exact = selectors.capped_count(pending, cap=2)
+    assert not exact and count >= 3
+
+
+def test_state_counts_follow_the_scope(tenant, other_tenant, make_job, drive):
+    _mixed(tenant, other_tenant, make_job, drive)
+    staff = {c.state: c.count for c in selectors.execution_state_counts(scope=None)}
+    member = {c.state: c.count for c in selectors.execution_state_counts(scope=[tenant.pk])}
+    assert sum(staff.values()) == 12
+    assert sum(member.values()) == 8
+    assert staff["DEAD"] == 2
+
+
+def test_last_hour_counts_outcomes_per_minute_and_start_lag(tenant, make_job, drive):
+    """Finished executions are counted in the minute they finished; the lag is started_at -
+    available_at, per minute of start and over the hour (p50, p99)."""
+    now = datetime(2030, 1, 1, 12, 30, 30, tzinfo=UTC)
+    lags = [0.1, 0.2, 0.3, 10.0]
+    for i, lag in enumerate(lags):
+        execution = drive(make_job(tenant).executions.get(), "SUCCEEDED")
+        started = now - timedelta(minutes=10 - i)
+        Execution.objects.filter(pk=execution.pk).update(
+            available_at=started - timedelta(seconds=lag),
+            started_at=started,
+            finished_at=started + timedelta(seconds=1),
+        )
+    old = drive(make_job(tenant).executions.get(), "SUCCEEDED")
+    Execution.objects.filter(pk=old.pk).update(
+        finished_at=now - timedelta(hours=2), started_at=now - timedelta(hours=2)
+    )
+    dead = drive(make_job(tenant, handler="fail").executions.get(), "DEAD")
+    Execution.objects.filter(pk=dead.pk).update(finished_at=now - timedelta(minutes=1), started_at=None)
+
+    hour = selectors.last_hour(scope=[tenant.pk], now=now)
+
+    assert len(hour.minutes) == 60
+    assert hour.minutes[-1].at == datetime(2030, 1, 1, 12, 30, tzinfo=UTC)
+    assert hour.finished == 5
+    assert sum(m.failed for m in hour.minutes) == 1
+    assert hour.started == 4
+    assert hour.lag_p50_ms == pytest.approx(250, abs=1)
+    assert hour.lag_p99_ms == pytest.approx(9709, abs=1)
+    first = next(m for m in hour.minutes if m.at == datetime(2030, 1, 1, 12, 20, tzinfo=UTC))
+    assert first.lag_p50_ms == pytest.approx(100, abs=1)
+    assert selectors.last_hour(scope=[], now=now).finished == 0
+
+
+def test_queue_depth_is_pending_due_plus_queued_per_pool(tenant, make_job, drive):
+    now = timezone.now()
+    make_job(tenant, run_at=now - timedelta(seconds=5))  # due
+    make_job(tenant, run_at=now + timedelta(hours=1))  # not yet due
+    drive(make_job(tenant).executions.get(), "QUEUED")
+    drive(make_job(tenant).executions.get(), "RUNNING")
+
+    (default,) = [p for p in selectors.queue_depths(scope=None, now=now) if p.pool == "default"]
+
+    assert (default.pending_due, default.queued, default.running, default.depth) == (1, 1, 1, 2)
+
+
+def test_workers_are_alive_while_they_heartbeat(tenant, make_job, drive):
+    now = timezone.now()
+    fresh = drive(make_job(tenant).executions.get(), "RUNNING")
+    stale = drive(make_job(tenant).executions.get(), "RUNNING")
+    Execution.objects.filter(pk=fresh.pk).update(worker_id="host-a:1", heartbeat_at=now)
+    Execution.objects.filter(pk=stale.pk).update(worker_id="host-b:2", heartbeat_at=now - timedelta(minutes=5))
+
+    workers = {w.worker_id: w for w in selectors.workers(scope=None, now=now)}
+
+    assert workers["host-a:1"].alive and [e["id"] for e in workers["host-a:1"].running] == [fresh.pk]
+    assert workers["host-a:1"].running_count == 1
+    assert not workers["host-b:2"].alive
+
+
+def test_next_fires_are_given_in_utc_and_in_the_jobs_zone(tenant, make_job):
+    """Across the spring-forward in New York, local offsets change while UTC stays exact."""
+    after = datetime(2027, 3, 12, 12, tzinfo=UTC)
+    job = make_job(tenant, type="CRON", schedule="30 1 * * *", timezone="America/New_York", now=after)
+    fires = selectors.next_fires(job=job, now=after, count=3)
+    assert [f.local.strftime("%m-%d %H:%M %z") for f in fires] == [
+        "03-13 01:30 -0500",
+        "03-14 01:30 -0500",
+        "03-15 01:30 -0400",
+    ]
+    assert fires[0].utc == datetime(2027, 3, 13, 6, 30, tzinfo=UTC)
+
+
+def test_live_events_are_scoped_and_ordered(tenant, other_tenant, make_job):
+    start = selectors.latest_event_id()
+    mine = make_job(tenant).executions.get()
+    make_job(other_tenant)
+
+    member = selectors.live_events_after(scope=[tenant.pk], after=start)
+    staff = selectors.live_events_after(scope=None, after=start)
+
+    assert [e["executionId"] for e in member] == [str(mine.pk)]
+    assert member[0]["to"] == "PENDING" and member[0]["tenantId"] == tenant.pk
+    assert len(staff) == 2 and staff[0]["id"] < staff[1]["id"]
+
+
+def test_a_pool_filter_over_budget_is_narrowed_to_the_last_day(tenant, make_job, monkeypatch):
+    """When the walk with a pool filter trips its statement timeout, the page is retried over the
+    last day and says so; when that trips too, it gives up rather than blow the page's budget."""
+    from django.db import OperationalError
+
+    make_job(tenant)
+    real = selectors._execution_walk
+    calls = []
+
+    def slow_first(**kwargs):
+        calls.append(kwargs["filters"].since)
+        if len(calls) == 1:
+            raise OperationalError("canceling statement due to statement timeout")
+        return real(**kwargs)
+
+    monkeypatch.setattr(selectors, "_execution_walk", slow_first)
+    now = timezone.now()
+    result = selectors.execution_page(scope=None, filters=selectors.ExecutionFilters(pool="default"), page=1, now=now)
+    assert calls == [None, now - timedelta(days=1)]
+    assert result.narrowed_to == now - timedelta(days=1) and len(result.rows) == 1
+
+    monkeypatch.setattr(selectors, "_execution_walk", lambda **kw: (_ for _ in ()).throw(OperationalError("timeout")))
+    result = selectors.execution_page(scope=None, filters=selectors.ExecutionFilters(pool="default"), page=1, now=now)
+    assert result.gave_up and result.rows == []

@@ -1,0 +1,19 @@
+from django.urls import path
+
+from dashboard import views
+
+app_name = "dashboard"
+
+urlpatterns = [
+    path("", views.overview, name="overview"),
+    path("jobs/", views.job_list, name="jobs"),
+    path("jobs/new", views.job_create, name="job-create"),
+    path("jobs/<uuid:job_id>/", views.job_detail, name="job-detail"),
+    path("jobs/<uuid:job_id>/edit", views.job_edit, name="job-edit"),
+    path("jobs/<uuid:job_id>/<str:action>", views.job_action, name="job-action"),
+    path("executions/", views.execution_list_view, name="executions"),
+    path("executions/retry", views.executions_retry, name="executions-retry"),
+    path("executions/<uuid:execution_id>/", views.execution_detail, name="execution-detail"),
+    path("executions/<uuid:execution_id>/<str:action>", views.execution_action, name="execution-action"),
+    path("audit/", views.audit_log, name="audit"),
+]

@@ -1,0 +1,515 @@
+"""The operator dashboard's pages. Views parse the request, read through dashboard.selectors
+(scoped by tenants.selectors.scope_of) and act through dashboard.services (which call the same
+services as the API and audit every action). No view builds a query of its own.
+"""
+
+import uuid
+import zoneinfo
+from datetime import UTC, datetime, timedelta
+from functools import wraps
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView, LogoutView
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse, reverse_lazy
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from dashboard import forms, selectors, services
+from dashboard.models import AuditOutcome
+from dashboard.services import ActionRefused, Actor, Target
+from executions.selectors import execution_get, execution_list
+from executions.states import ACTIVE as EXECUTION_ACTIVE
+from executions.states import REDRIVABLE, ExecutionState
+from jobs import registry
+from jobs.models import Backoff as BackoffChoice
+from jobs.models import ConcurrencyPolicy, JobType, MisfirePolicy, Priority
+from jobs.selectors import job_get
+from jobs.states import JobState
+from tenants.selectors import scope_of
+
+LOGIN_URL = reverse_lazy("login")
+S = ExecutionState
+# The states in which an execution may still be cancelled.
+CANCELLABLE = frozenset({S.PENDING, *EXECUTION_ACTIVE})
+NAV_DEAD_CAP = 999
+
+
+def operator_view(view):
+    """Behind login; the caller's tenant scope is computed once, as `request.tenant_scope` (not
+    `request.scope`: on ASGI that is the connection's scope dict)."""
+
+    @login_required(login_url=LOGIN_URL)
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args, **kwargs):
+        request.tenant_scope = scope_of(user=request.user)
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def _page(request: HttpRequest, template: str, context: dict) -> HttpResponse:
+    """Render a page with what every page shows: the dead-letter badge and the live cursor."""
+    scope = request.tenant_scope
+    dead, dead_exact = selectors.capped_count(
+        execution_list(scope=scope).filter(state=S.DEAD), cap=NAV_DEAD_CAP, estimate=False
+    )
+    context.update(
+        nav_dead=min(dead, NAV_DEAD_CAP),
+        nav_dead_exact=dead_exact,
+        # A live region refresh re-renders the page in the background: it must not consume the
+        # flash messages meant for the next page the operator opens.
+        live_refresh="X-Live-Refresh" in request.headers,
+        live_after=selectors.latest_event_id(),
+        is_staff=scope is None,
+        tenants=selectors.tenants_in_scope(scope=scope),
+    )
+    return render(request, template, context)
+
+
+def _page_number(request: HttpRequest) -> int:
+    try:
+        return max(1, min(int(request.GET.get("page", "1")), 10_000))
+    except ValueError:
+        return 1
+
+
+def _redirect_back(request: HttpRequest, fallback: str) -> HttpResponseRedirect:
+    target = request.POST.get("next") or ""
+    if not url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        target = fallback
+    return HttpResponseRedirect(target)
+
+
+def _parse_when(value: str) -> datetime | None:
+    """A filter's time: ISO 8601; a time without an offset is UTC (what the pages show)."""
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _querystring(request: HttpRequest, **changes) -> str:
+    query = request.GET.copy()
+    for key, value in changes.items():
+        if value is None:
+            query.pop(key, None)
+        else:
+            query[key] = value
+    return query.urlencode()
+
+
+def _pager(request: HttpRequest, page: int, has_next: bool) -> dict:
+    return {
+        "page": page,
+        "prev_qs": _querystring(request, page=str(page - 1)) if page > 1 else None,
+        "next_qs": _querystring(request, page=str(page + 1)) if has_next else None,
+    }
+
+
+# --- Accounts --------------------------------------------------------------------------------------
+
+
+class OperatorLoginView(LoginView):
+    template_name = "registration/login.html"
+    redirect_authenticated_user = True
+    next_page = reverse_lazy("dashboard:overview")
+
+
+class OperatorLogoutView(LogoutView):
+    next_page = reverse_lazy("login")
+
+
+# --- Overview -------------------------------------------------------------------------------------
+
+
+@require_GET
+@operator_view
+def overview(request: HttpRequest) -> HttpResponse:
+    now = timezone.now()
+    scope = request.tenant_scope
+    state_counts = selectors.execution_state_counts(scope=scope)
+    hour = selectors.last_hour(scope=scope, now=now)
+    dead = next(c for c in state_counts if c.state == S.DEAD)
+    pools = selectors.queue_depths(scope=scope, now=now)
+    return _page(
+        request,
+        "dashboard/overview.html",
+        {
+            "section": "overview",
+            "now": now,
+            "job_counts": selectors.job_state_counts(scope=scope),
+            "state_counts": state_counts,
+            "dead": dead,
+            "hour": hour,
+            "chart_data": hour.chart_data(),
+            "pools": pools,
+            "max_depth": max([p.depth for p in pools], default=0) or 1,
+            "workers": selectors.workers(scope=scope, now=now),
+        },
+    )
+
+
+# --- Jobs -----------------------------------------------------------------------------------------
+
+
+def _job_or_404(request: HttpRequest, job_id):
+    job = job_get(scope=request.tenant_scope, job_id=job_id)
+    if job is None:
+        raise Http404("no such job")
+    return job
+
+
+@require_GET
+@operator_view
+def job_list(request: HttpRequest) -> HttpResponse:
+    now = timezone.now()
+    filters = selectors.JobFilters(
+        q=request.GET.get("q", "").strip(),
+        state=request.GET.get("state", ""),
+        type=request.GET.get("type", ""),
+        pool=request.GET.get("pool", ""),
+        handler=request.GET.get("handler", ""),
+        tenant=request.GET.get("tenant", ""),
+    )
+    page = _page_number(request)
+    jobs, has_next = selectors.job_page(scope=request.tenant_scope, filters=filters, page=page)
+    rows = [(job, selectors.next_fires(job=job, now=now, count=2)) for job in jobs]
+    return _page(
+        request,
+        "dashboard/job_list.html",
+        {
+            "section": "jobs",
+            "rows": rows,
+            "filters": filters,
+            "job_states": JobState.values,
+            "job_types": JobType.values,
+            "pools": registry.pools(),
+            "handlers": registry.handler_names(),
+            "pager": _pager(request, page, has_next),
+            "here": request.get_full_path(),
+        },
+    )
+
+
+def _form_context(request: HttpRequest, form: forms.JobForm, **extra) -> dict:
+    return {
+        "section": "jobs",
+        "form": form,
+        "values": form.values,
+        "errors": form.errors,
+        "job_types": JobType.values,
+        "handlers": registry.handler_names(),
+        "pools": registry.pools(),
+        "backoffs": BackoffChoice.values,
+        "priorities": Priority.names,
+        "misfire_policies": MisfirePolicy.values,
+        "concurrency_policies": ConcurrencyPolicy.values,
+        "timezones": sorted(zoneinfo.available_timezones()),
+        **extra,
+    }
+
+
+def _tenant_for_create(request: HttpRequest, slug: str):
+    """The tenant a new job goes to: one the caller may see, named by the form when it can see
+    several. None when there is no such tenant."""
+    tenants = selectors.tenants_in_scope(scope=request.tenant_scope)
+    if slug:
+        return next((t for t in tenants if t.slug == slug), None)
+    return tenants[0] if len(tenants) == 1 else None
+
+
+@require_http_methods(["GET", "POST"])
+@operator_view
+def job_create(request: HttpRequest) -> HttpResponse:
+    actor = Actor.of(request)
+    tenants = selectors.tenants_in_scope(scope=request.tenant_scope)
+    if request.method == "GET":
+        form = forms.JobForm(values=forms.initial_values(tenant_slug=tenants[0].slug if len(tenants) == 1 else ""))
+        form.values["runAt"] = (timezone.now() + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return _page(request, "dashboard/job_form.html", _form_context(request, form, creating=True))
+    form = forms.bind_create(request.POST)
+    tenant = _tenant_for_create(request, form.values.get("tenant", ""))
+    if tenant is None and "tenant" not in form.errors:
+        form.errors["tenant"] = ["choose a tenant you belong to"]
+    now = timezone.now()
+    if form.errors:
+        services.audit_invalid(
+            actor=actor,
+            action="job.create",
+            target=Target(type="job", label=form.values.get("name", ""), tenant_id=tenant.pk if tenant else None),
+            errors=form.error_summary(),
+            now=now,
+        )
+        return _page(request, "dashboard/job_form.html", _form_context(request, form, creating=True))
+    try:
+        job = services.job_create_audited(actor=actor, tenant=tenant, fields=form.serializer.to_model_fields(), now=now)
+    except ActionRefused as exc:
+        form.errors["general"] = [str(exc)]
+        return _page(request, "dashboard/job_form.html", _form_context(request, form, creating=True))
+    messages.success(request, f"Job “{job.name}” created.")
+    return HttpResponseRedirect(reverse("dashboard:job-detail", args=[job.pk]))
+
+
+@require_GET
+@operator_view
+def job_detail(request: HttpRequest, job_id: uuid.UUID) -> HttpResponse:
+    job = _job_or_404(request, job_id)
+    now = timezone.now()
+    page = _page_number(request)
+    executions, has_next = selectors.job_executions_page(scope=request.tenant_scope, job=job, page=page)
+    return _page(
+        request,
+        "dashboard/job_detail.html",
+        {
+            "section": "jobs",
+            "job": job,
+            "fires": selectors.next_fires(job=job, now=now, count=10),
+            "executions": executions,
+            "pager": _pager(request, page, has_next),
+            "audit": selectors.audit_for_job(scope=request.tenant_scope, job=job),
+            "cancellable": CANCELLABLE,
+            "redrivable": REDRIVABLE,
+            "here": request.get_full_path(),
+        },
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@operator_view
+def job_edit(request: HttpRequest, job_id: uuid.UUID) -> HttpResponse:
+    job = _job_or_404(request, job_id)
+    if request.method == "GET":
+        form = forms.JobForm(values=forms.initial_values(job))
+        return _page(request, "dashboard/job_form.html", _form_context(request, form, job=job, creating=False))
+    actor = Actor.of(request)
+    form = forms.bind_update(request.POST, job=job)
+    now = timezone.now()
+    if form.errors:
+        if form.errors.get("general") != ["nothing changed"]:
+            services.audit_invalid(
+                actor=actor, action="job.update", target=Target.of_job(job), errors=form.error_summary(), now=now
+            )
+        return _page(request, "dashboard/job_form.html", _form_context(request, form, job=job, creating=False))
+    fields = form.serializer.to_model_fields()
+    fields.pop("type", None)
+    try:
+        services.job_update_audited(actor=actor, job=job, fields=fields, now=now)
+    except ActionRefused as exc:
+        form.errors["general"] = [str(exc)]
+        return _page(request, "dashboard/job_form.html", _form_context(request, form, job=job, creating=False))
+    messages.success(request, f"Job “{job.name}” updated.")
+    return HttpResponseRedirect(reverse("dashboard:job-detail", args=[job.pk]))
+
+
+@require_POST
+@operator_view
+def job_action(request: HttpRequest, job_id: uuid.UUID, action: str) -> HttpResponse:
+    if action not in services.JOB_ACTIONS:
+        raise Http404("no such action")
+    actor = Actor.of(request)
+    job = job_get(scope=request.tenant_scope, job_id=job_id)
+    if job is None:
+        services.audit_not_found(
+            actor=actor, action=f"job.{action}", target_type="job", target_id=str(job_id), now=timezone.now()
+        )
+        raise Http404("no such job")
+    try:
+        outcome = services.job_act(actor=actor, job=job, action=action, now=timezone.now())
+        messages.success(request, f"“{job.name}”: {outcome}.")
+    except ActionRefused as exc:
+        messages.error(request, f"“{job.name}”: {action} refused — {exc}.")
+    return _redirect_back(request, reverse("dashboard:job-detail", args=[job.pk]))
+
+
+# --- Executions ----------------------------------------------------------------------------------
+
+
+def _execution_filters(request: HttpRequest) -> selectors.ExecutionFilters:
+    state = request.GET.get("state", "")
+    return selectors.ExecutionFilters(
+        state=state if state in S.values else "",
+        pool=request.GET.get("pool", ""),
+        tenant=request.GET.get("tenant", ""),
+        job=request.GET.get("job", ""),
+        since=_parse_when(request.GET.get("since", "")),
+        until=_parse_when(request.GET.get("until", "")),
+    )
+
+
+@require_GET
+@operator_view
+def execution_list_view(request: HttpRequest) -> HttpResponse:
+    filters = _execution_filters(request)
+    page = _page_number(request)
+    result = selectors.execution_page(scope=request.tenant_scope, filters=filters, page=page, now=timezone.now())
+    dead_letter = filters.state == S.DEAD
+    return _page(
+        request,
+        "dashboard/execution_list.html",
+        {
+            "section": "dead" if dead_letter else "executions",
+            "dead_letter": dead_letter,
+            "executions": result.rows,
+            "narrowed_to": result.narrowed_to,
+            "gave_up": result.gave_up,
+            "filters": filters,
+            "raw": {name: request.GET.get(name, "") for name in ("since", "until")},
+            "states": [s.value for s in selectors.STATE_ORDER],
+            "pools": registry.pools(),
+            "pager": _pager(request, page, result.has_next),
+            "cancellable": CANCELLABLE,
+            "redrivable": REDRIVABLE,
+            "here": request.get_full_path(),
+        },
+    )
+
+
+def _execution_or_404(request: HttpRequest, execution_id):
+    execution = execution_get(scope=request.tenant_scope, execution_id=execution_id)
+    if execution is None:
+        raise Http404("no such execution")
+    return execution
+
+
+@require_GET
+@operator_view
+def execution_detail(request: HttpRequest, execution_id: uuid.UUID) -> HttpResponse:
+    execution = _execution_or_404(request, execution_id)
+    events = selectors.execution_events_of(execution=execution)
+    return _page(
+        request,
+        "dashboard/execution_detail.html",
+        {
+            "section": "executions",
+            "execution": execution,
+            "job": execution.job,
+            "events": events,
+            "attempts": selectors.attempts_of(events=events),
+            "audit": selectors.audit_for_execution(scope=request.tenant_scope, execution=execution),
+            "can_cancel": execution.state in CANCELLABLE,
+            "can_retry": execution.state in REDRIVABLE,
+            "here": request.get_full_path(),
+        },
+    )
+
+
+@require_POST
+@operator_view
+def execution_action(request: HttpRequest, execution_id: uuid.UUID, action: str) -> HttpResponse:
+    if action not in ("cancel", "retry"):
+        raise Http404("no such action")
+    actor = Actor.of(request)
+    execution = execution_get(scope=request.tenant_scope, execution_id=execution_id)
+    if execution is None:
+        services.audit_not_found(
+            actor=actor,
+            action=f"execution.{action}",
+            target_type="execution",
+            target_id=str(execution_id),
+            now=timezone.now(),
+        )
+        raise Http404("no such execution")
+    try:
+        if action == "cancel":
+            state = services.execution_cancel_audited(actor=actor, execution=execution, now=timezone.now())
+            messages.success(
+                request, "Cancelled." if state == S.CANCELLED else "Cancel requested; the worker stops it shortly."
+            )
+        else:
+            redriven = services.execution_retry_audited(actor=actor, execution=execution, now=timezone.now())
+            messages.success(request, f"Re-driven: attempt {redriven.attempt} is pending.")
+    except ActionRefused as exc:
+        messages.error(request, f"{action.capitalize()} refused — {exc}.")
+    return _redirect_back(request, reverse("dashboard:execution-detail", args=[execution.pk]))
+
+
+MAX_BULK = 500
+
+
+@require_POST
+@operator_view
+def executions_retry(request: HttpRequest) -> HttpResponse:
+    """Re-drive the selected executions (the dead-letter view's "Retry selected")."""
+    actor = Actor.of(request)
+    wanted = []
+    for raw in request.POST.getlist("ids")[:MAX_BULK]:
+        try:
+            wanted.append(uuid.UUID(raw))
+        except ValueError:
+            continue
+    found = execution_list(scope=request.tenant_scope).select_related("job").in_bulk(wanted)
+    now = timezone.now()
+    for missing in set(wanted) - set(found):
+        services.audit_not_found(
+            actor=actor, action="execution.retry", target_type="execution", target_id=str(missing), now=now
+        )
+    if not wanted:
+        messages.warning(request, "Nothing selected.")
+    else:
+        result = services.executions_retry_audited(actor=actor, executions=list(found.values()), now=now)
+        if result.done:
+            messages.success(request, f"Re-driven {len(result.done)} execution(s).")
+        for execution, reason in result.refused:
+            messages.error(request, f"{execution.pk}: {reason}")
+        if len(found) < len(wanted):
+            messages.error(request, f"{len(wanted) - len(found)} execution(s) not found.")
+    return _redirect_back(request, reverse("dashboard:executions") + "?state=DEAD")
+
+
+# --- Audit ----------------------------------------------------------------------------------------
+
+
+@require_GET
+@operator_view
+def audit_log(request: HttpRequest) -> HttpResponse:
+    filters = selectors.AuditFilters(
+        actor=request.GET.get("actor", "").strip(),
+        action=request.GET.get("action", "").strip(),
+        outcome=request.GET.get("outcome", ""),
+        target=request.GET.get("target", "").strip(),
+    )
+    page = _page_number(request)
+    entries, has_next = selectors.audit_page(scope=request.tenant_scope, filters=filters, page=page)
+    return _page(
+        request,
+        "dashboard/audit.html",
+        {
+            "section": "audit",
+            "entries": entries,
+            "filters": filters,
+            "outcomes": AuditOutcome.values,
+            "actions": [
+                "job.create",
+                "job.update",
+                "job.pause",
+                "job.resume",
+                "job.trigger",
+                "job.cancel",
+                "execution.cancel",
+                "execution.retry",
+            ],
+            "pager": _pager(request, page, has_next),
+        },
+    )
+
+
+# --- Static files -----------------------------------------------------------------------------------
+
+
+def static_asset(request: HttpRequest, path: str) -> HttpResponse:
+    """Static files straight from the apps' static folders, for installs with no web server in
+    front of the ASGI server (the standalone mode). A proxy or CDN in front serves them instead."""
+    from django.contrib.staticfiles.views import serve
+
+    response = serve(request, path, insecure=True)
+    response.headers["Cache-Control"] = "public, max-age=300"
+    return response
