@@ -4,7 +4,6 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-
 PASSWORD = "correct horse battery staple"
 
 
