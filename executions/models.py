@@ -83,9 +83,7 @@ class Execution(models.Model):
             models.Index(fields=["state", "-scheduled_for"], name="execution_state"),
             # The dashboard's last-hour charts read a bounded range of it. Partial, so a row enters
             # it once it has finished (one index write per run, not one per transition).
-            models.Index(
-                fields=["finished_at"], condition=Q(finished_at__isnull=False), name="execution_finished"
-            ),
+            models.Index(fields=["finished_at"], condition=Q(finished_at__isnull=False), name="execution_finished"),
         ]
 
     def __str__(self) -> str:
