@@ -104,8 +104,9 @@ def test_frozen_worker_cannot_overwrite_the_new_attempt_and_stops_its_handler(li
     ]
     assert after_reclaim == [
         ("RUNNING", "FAILED_WORKER_LOST", first.worker_id),  # written by the sweeper
-        ("FAILED_WORKER_LOST", "PENDING", first.worker_id),
-        ("PENDING", "QUEUED", first.worker_id),
+        # The retry starts with a clean run record: no worker until one starts it.
+        ("FAILED_WORKER_LOST", "PENDING", ""),
+        ("PENDING", "QUEUED", ""),
         ("QUEUED", "RUNNING", second.worker_id),
         ("RUNNING", "SUCCEEDED", second.worker_id),
     ]
