@@ -29,7 +29,7 @@ from jobs.models import Backoff as BackoffChoice
 from jobs.models import ConcurrencyPolicy, JobType, MisfirePolicy, Priority
 from jobs.selectors import job_get
 from jobs.states import JobState
-from tenants.selectors import scope_of
+from tenants.selectors import scope_of, tenant_for_create
 
 LOGIN_URL = reverse_lazy("login")
 S = ExecutionState
@@ -218,15 +218,6 @@ def _form_context(request: HttpRequest, form: forms.JobForm, **extra) -> dict:
     }
 
 
-def _tenant_for_create(request: HttpRequest, slug: str):
-    """The tenant a new job goes to: one the caller may see, named by the form when it can see
-    several. None when there is no such tenant."""
-    tenants = selectors.tenants_in_scope(scope=request.tenant_scope)
-    if slug:
-        return next((t for t in tenants if t.slug == slug), None)
-    return tenants[0] if len(tenants) == 1 else None
-
-
 @require_http_methods(["GET", "POST"])
 @operator_view
 def job_create(request: HttpRequest) -> HttpResponse:
@@ -237,7 +228,7 @@ def job_create(request: HttpRequest) -> HttpResponse:
         form.values["runAt"] = (timezone.now() + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
         return _page(request, "dashboard/job_form.html", _form_context(request, form, creating=True))
     form = forms.bind_create(request.POST)
-    tenant = _tenant_for_create(request, form.values.get("tenant", ""))
+    tenant = tenant_for_create(scope=request.tenant_scope, slug=form.values.get("tenant", ""))
     if tenant is None and "tenant" not in form.errors:
         form.errors["tenant"] = ["choose a tenant you belong to"]
     now = timezone.now()

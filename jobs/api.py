@@ -19,10 +19,11 @@ from jobs.serializers import (
     JobInputSerializer,
     JobOutputSerializer,
     SchedulePreviewSerializer,
+    TimezoneField,
 )
 from jobs.services import job_cancel, job_create, job_pause, job_resume, job_trigger, job_update, request_fingerprint
 from tenants.models import Tenant
-from tenants.selectors import scope_of
+from tenants.selectors import scope_of, tenant_for_create
 
 
 def _job_or_404(request, job_id) -> Job:
@@ -40,15 +41,11 @@ def _tenant_for_create(request, slug: str | None) -> Tenant:
             # Refused rather than ignored: a caller naming another tenant has a mistake to learn of.
             raise serializers.ValidationError({"tenant": ["a token creates jobs only in its own tenant"]})
         return token_tenant
-    scope = scope_of(user=request.user)
-    tenants = Tenant.objects.all() if scope is None else Tenant.objects.filter(pk__in=scope)
-    if slug:
-        tenant = tenants.filter(slug=slug).first()
-        if tenant is None:
-            raise serializers.ValidationError({"tenant": [f"unknown tenant '{slug}'"]})
+    tenant = tenant_for_create(scope=scope_of(user=request.user), slug=slug)
+    if tenant is not None:
         return tenant
-    if len(candidates := list(tenants[:2])) == 1:
-        return candidates[0]
+    if slug:
+        raise serializers.ValidationError({"tenant": [f"unknown tenant '{slug}'"]})
     raise serializers.ValidationError({"tenant": ["is required for a session that can see several tenants"]})
 
 
@@ -152,16 +149,9 @@ class JobExecutionsApi(generics.ListAPIView):
 
 class PreviewQuerySerializer(serializers.Serializer):
     schedule = serializers.CharField(help_text="A cron expression, e.g. `30 2 * * *`.")
-    timezone = serializers.CharField(required=False, default="UTC", help_text="An IANA timezone.")
+    timezone = TimezoneField(required=False, default="UTC", help_text="An IANA timezone.")
     count = serializers.IntegerField(min_value=1, max_value=100, required=False, default=5)
     after = AwareDateTimeField(required=False, help_text="ISO 8601 with an offset; default now.")
-
-    def validate_timezone(self, value: str) -> str:
-        try:
-            cron.parse_timezone(value)
-        except cron.CronError as exc:
-            raise serializers.ValidationError(str(exc)) from exc
-        return value
 
 
 class SchedulePreviewApi(APIView):

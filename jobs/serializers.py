@@ -41,6 +41,22 @@ class AwareDateTimeField(serializers.DateTimeField):
         return super().to_internal_value(value)
 
 
+class TimezoneField(serializers.CharField):
+    """An IANA timezone name that this machine's zoneinfo knows."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("max_length", 64)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data) -> str:
+        value = super().to_internal_value(data)
+        try:
+            cron.parse_timezone(value)
+        except cron.CronError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+        return value
+
+
 class TargetSerializer(StrictSerializer):
     handler = serializers.CharField(max_length=100)
     pool = serializers.CharField(max_length=64, required=False)
@@ -85,7 +101,7 @@ class JobInputSerializer(StrictSerializer):
     runAt = AwareDateTimeField(required=False, allow_null=True)
     delaySec = serializers.IntegerField(min_value=0, max_value=MAX_DELAY_SEC, required=False, allow_null=True)
     schedule = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    timezone = serializers.CharField(max_length=64, required=False)
+    timezone = TimezoneField(required=False)
     target = TargetSerializer()
     payload = serializers.JSONField(required=False)
     retryPolicy = RetryPolicySerializer(required=False)
@@ -102,13 +118,6 @@ class JobInputSerializer(StrictSerializer):
         limit = settings.TICKWORK_MAX_PAYLOAD_BYTES
         if size > limit:
             raise serializers.ValidationError(f"is {size} bytes; the limit is {limit}")
-        return value
-
-    def validate_timezone(self, value: str) -> str:
-        try:
-            cron.parse_timezone(value)
-        except cron.CronError as exc:
-            raise serializers.ValidationError(str(exc)) from exc
         return value
 
     def validate_schedule(self, value: str) -> str:

@@ -31,3 +31,13 @@ def scope_of(*, user) -> list[int] | None:
     if user.is_staff:
         return None
     return list(Tenant.objects.filter(members=user).values_list("pk", flat=True))
+
+
+def tenant_for_create(*, scope: list[int] | None, slug: str | None) -> Tenant | None:
+    """The tenant a new job goes to: the one named, if the caller may use it, or else the caller's
+    only tenant. None when there is no such tenant (or several and none named)."""
+    tenants = Tenant.objects.all() if scope is None else Tenant.objects.filter(pk__in=scope)
+    if slug:
+        return tenants.filter(slug=slug).first()
+    candidates = list(tenants[:2])
+    return candidates[0] if len(candidates) == 1 else None
