@@ -4,7 +4,7 @@ from datetime import datetime, timedelta
 
 from django.db import connection
 
-from executions.states import ExecutionState, Moved, transition_set
+from executions.states import ExecutionState, Moved, fetch, transition_set
 
 # Why it is shaped so:
 # - `state = 'PENDING' AND available_at <= now` is served by a partial index on the PENDING rows
@@ -69,15 +69,14 @@ def claim_due(*, now: datetime, limit: int, publish_grace: timedelta) -> list[Mo
 
 def next_due_at(*, now: datetime) -> datetime | None:
     """The earliest available_at of a claimable execution (the dispatcher sleeps until then)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT e.available_at FROM executions_execution e
-            WHERE e.state = 'PENDING'
-              AND EXISTS (SELECT 1 FROM jobs_job j WHERE j.id = e.job_id AND j.state = 'ACTIVE')
-            ORDER BY e.available_at
-            LIMIT 1
-            """
-        )
-        row = cursor.fetchone()
-    return row[0] if row else None
+    rows = fetch(
+        """
+        SELECT e.available_at FROM executions_execution e
+        WHERE e.state = 'PENDING'
+          AND EXISTS (SELECT 1 FROM jobs_job j WHERE j.id = e.job_id AND j.state = 'ACTIVE')
+        ORDER BY e.available_at
+        LIMIT 1
+        """,
+        [],
+    )
+    return rows[0][0] if rows else None

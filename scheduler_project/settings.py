@@ -95,6 +95,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and _env_bool(
+    "DATABASE_PREPARED_STATEMENTS", True
+):
+    # The scheduler's hot statements (the claim, a worker's start and outcome) run as prepared
+    # statements (executions/states.py `fetch`): planned once per connection, not per call. Django's
+    # own queries bind on the client and are never prepared, whatever this says. Set
+    # DATABASE_PREPARED_STATEMENTS=0 behind a transaction-pooling PgBouncer older than 1.21.
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
@@ -209,6 +217,9 @@ TICKWORK_DISPATCH_BATCH = int(os.environ.get("TICKWORK_DISPATCH_BATCH", "500"))
 TICKWORK_POLL_SECONDS = float(
     os.environ.get("TICKWORK_POLL_SECONDS", "1.0" if DATABASES["default"]["ENGINE"].endswith("postgresql") else "0.2")
 )
+# The least time between two claims of one dispatcher: a burst of creates (each waking it) is
+# claimed a few at a time instead of one claim per create. At most this much added start lag.
+TICKWORK_CLAIM_SPACING_SECONDS = float(os.environ.get("TICKWORK_CLAIM_SPACING_SECONDS", "0.005"))
 TICKWORK_SWEEP_SECONDS = float(os.environ.get("TICKWORK_SWEEP_SECONDS", "2.0"))
 TICKWORK_RETENTION_DAYS = int(os.environ.get("TICKWORK_RETENTION_DAYS", "30"))
 TICKWORK_HTTP_ALLOW_PRIVATE = _env_bool("TICKWORK_HTTP_ALLOW_PRIVATE", False)

@@ -18,10 +18,18 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         stop, publisher, listener = StopFlag(), CeleryPublisher(), Listener()
         batch, poll = settings.TICKWORK_DISPATCH_BATCH, settings.TICKWORK_POLL_SECONDS
+        spacing = settings.TICKWORK_CLAIM_SPACING_SECONDS
+        last = {"at": 0.0, "full": False}
 
         def step() -> float:
+            if not last["full"]:
+                # Woken by a create right after the last claim: let a few more come, so that a
+                # stream of creates is claimed a few at a time rather than with a claim each.
+                stop.event.wait(last["at"] + spacing - time.monotonic())
             close_old_connections()
+            last["at"] = time.monotonic()
             result = dispatch_once(now=timezone.now(), publisher=publisher, limit=batch)
+            last["full"] = result.claimed >= batch
             if result.claimed:
                 self.stdout.write(f"dispatched {result.published} (claimed {result.claimed}, skipped {result.skipped})")
             if result.claimed >= batch:
