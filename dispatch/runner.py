@@ -10,6 +10,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import traceback as tb
 import uuid
 from datetime import timedelta
@@ -55,69 +56,131 @@ class CheckpointStore:
         return Execution.objects.filter(pk=self.execution_id).values_list("checkpoint", flat=True).first()
 
 
-class Heartbeat(threading.Thread):
-    """Extends the lease every lease/3 and reads, in the same UPDATE, whether to stop."""
+class _Beat:
+    """One run that this process heartbeats for."""
 
-    def __init__(self, *, ctx: HandlerContext, lease_token: int, lease: float, grace: float) -> None:
-        super().__init__(name=f"heartbeat-{ctx.execution_id}", daemon=True)
+    def __init__(self, ctx: HandlerContext, lease_token: int, *, lease: float, grace: float) -> None:
         self.ctx = ctx
         self.lease_token = lease_token
-        self.lease = lease
-        self.grace = grace
-        self.finished = threading.Event()
-        self.outcome: ExecutionState | None = None  # what to record if the handler stops
+        self.lease, self.grace = lease, grace
         # Raw SQL bypasses the ORM's conversion: SQLite stores UUIDs as 32 hex digits.
-        self._db_id = Execution._meta.pk.get_db_prep_value(uuid.UUID(ctx.execution_id), connection)
+        self.db_id = Execution._meta.pk.get_db_prep_value(uuid.UUID(ctx.execution_id), connection)
+        # Monotonic time of the next beat or, once the run was asked to stop, of the forced stop.
+        self.due = time.monotonic() + lease / 3
+        self.stopping = False
+        self.outcome: ExecutionState | None = None  # what to record if the handler stops
+
+
+class Heartbeats(threading.Thread):
+    """The one thread of a worker process that extends the lease of each run it has going, every
+    lease/3, and reads in the same UPDATE whether the run must stop. One thread for the process,
+    not one per run: starting and joining a thread for every run was an eighth of a short run's
+    time, and a run shorter than lease/3 (most of them) never beats at all.
+
+    A run that must stop (cancelled, timed out, lease lost) gets `grace` seconds from the moment
+    its stop was asked; then the outcome is recorded and the process ends."""
+
+    _current: "Heartbeats | None" = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        super().__init__(name="heartbeats", daemon=True)
+        self.pid = os.getpid()
+        self.runs: set[_Beat] = set()
+        self.changed = threading.Condition()
+        self.idle = True  # waiting with no run to wait for: a new run must wake it
+
+    @classmethod
+    def of_process(cls) -> "Heartbeats":
+        """This process's heartbeat thread (a forked worker process starts its own)."""
+        current = cls._current
+        if current is None or current.pid != os.getpid():
+            with cls._lock:
+                current = cls._current
+                if current is None or current.pid != os.getpid():
+                    current = cls._current = cls()
+                    current.start()
+        return current
+
+    def add(self, ctx: HandlerContext, lease_token: int, *, lease: float, grace: float) -> _Beat:
+        beat = _Beat(ctx, lease_token, lease=lease, grace=grace)
+        with self.changed:
+            self.runs.add(beat)
+            if self.idle:
+                self.changed.notify()
+        return beat
+
+    def remove(self, beat: _Beat) -> None:
+        """The run is over: no more beats, and no forced stop."""
+        with self.changed:
+            self.runs.discard(beat)
 
     def run(self) -> None:
-        try:
-            while not self.finished.wait(self.lease / 3):
-                try:
-                    self._beat()
-                except Exception:  # a database blip must not silently end the heartbeats
-                    logger.exception("heartbeat of %s failed; retrying", self.ctx.execution_id)
-                    connection.close()
+        while True:
+            with self.changed:
+                now = time.monotonic()
+                due = [beat for beat in self.runs if beat.due <= now]
+                if not due:
+                    # Back-to-back short runs never wake this thread: it sleeps until the
+                    # earliest beat it knew of, and then looks again.
+                    self.idle = not self.runs
+                    if self.idle:
+                        connection.close()  # hold no database connection while there is no run
+                    self.changed.wait(None if self.idle else min(beat.due for beat in self.runs) - now)
                     continue
-                if self.ctx.stop_event.is_set():
-                    # The handler's grace to cooperate runs from the moment it was asked to
-                    # stop, not from the next beat: a forced stop comes at most lease/3 + grace
-                    # after a cancel request or the timeout, before the sweeper's backstop.
-                    if not self.finished.wait(self.grace):
-                        self._force()
-                    return
-        finally:
-            connection.close()
+            for beat in due:
+                if beat.stopping:
+                    self._force(beat)
+                    continue
+                try:
+                    self._beat(beat)
+                except Exception:  # a database blip must not silently end the heartbeats
+                    logger.exception("heartbeat of %s failed; retrying", beat.ctx.execution_id)
+                    connection.close()
+                    beat.due = time.monotonic() + min(1.0, beat.lease / 3)
+                    continue
+                # The handler's grace to cooperate runs from the moment it was asked to stop, not
+                # from the next beat: a forced stop comes at most lease/3 + grace after a cancel
+                # request or the timeout, before the sweeper's backstop.
+                beat.due = time.monotonic() + (beat.grace if beat.stopping else beat.lease / 3)
 
-    def _beat(self) -> None:
+    def _beat(self, beat: _Beat) -> None:
         now = timezone.now()
         with connection.cursor() as cursor:
             cursor.execute(
                 "UPDATE executions_execution SET lease_expires_at = %s, heartbeat_at = %s"
                 " WHERE id = %s AND state = 'RUNNING' AND lease_token = %s"
                 " RETURNING cancel_requested_at, timeout_at",
-                [now + timedelta(seconds=self.lease), now, self._db_id, self.lease_token],
+                [now + timedelta(seconds=beat.lease), now, beat.db_id, beat.lease_token],
             )
             row = cursor.fetchone()
+        if beat not in self.runs:  # the run ended meanwhile; its outcome is recorded
+            return
         if row is None:
-            self._request_stop(None, "lease lost: the execution was reclaimed or finished elsewhere")
+            self._request_stop(beat, None, "lease lost: the execution was reclaimed or finished elsewhere")
         elif row[0] is not None:
-            self._request_stop(S.CANCELLED, "cancelled")
+            self._request_stop(beat, S.CANCELLED, "cancelled")
         elif row[1] is not None and now >= row[1]:
-            self._request_stop(S.TIMED_OUT, "timed out")
+            self._request_stop(beat, S.TIMED_OUT, "timed out")
 
-    def _request_stop(self, outcome: ExecutionState | None, reason: str) -> None:
-        logger.info("stopping execution %s: %s", self.ctx.execution_id, reason)
-        self.outcome = outcome
-        self.ctx.reason = reason
-        self.ctx.stop_event.set()
+    def _request_stop(self, beat: _Beat, outcome: ExecutionState | None, reason: str) -> None:
+        logger.info("stopping execution %s: %s", beat.ctx.execution_id, reason)
+        beat.stopping = True
+        beat.outcome = outcome
+        beat.ctx.reason = reason
+        beat.ctx.stop_event.set()
 
-    def _force(self) -> None:
+    def _force(self, beat: _Beat) -> None:
         """The handler ignored the stop: record the outcome, then end this process. Celery's
         prefork pool replaces the child; nothing else can stop a thread stuck in C code."""
-        logger.error("execution %s did not stop within %.0fs; ending worker process", self.ctx.execution_id, self.grace)
-        self.ctx.reason = f"{self.ctx.reason} (forced: the handler did not stop within {self.grace:g}s)"
+        with self.changed:
+            if beat not in self.runs:  # it stopped after all, just now
+                return
+        ctx = beat.ctx
+        logger.error("execution %s did not stop within %.0fs; ending worker process", ctx.execution_id, beat.grace)
+        ctx.reason = f"{ctx.reason} (forced: the handler did not stop within {beat.grace:g}s)"
         try:
-            _record_stop(self.ctx, self.lease_token, self.outcome)
+            _record_stop(ctx, beat.lease_token, beat.outcome)
         finally:
             os._exit(FORCED_EXIT_CODE)
 
@@ -184,29 +247,28 @@ def run(*, execution_id: str, lease_token: int) -> ExecutionState | None:
         signing_secret=row.signing_secret,
         _checkpoint_store=CheckpointStore(str(row.id), lease_token),
     )
-    heartbeat = Heartbeat(ctx=ctx, lease_token=lease_token, lease=lease, grace=settings.TICKWORK_CANCEL_GRACE_SECONDS)
-    heartbeat.start()
+    heartbeats = Heartbeats.of_process()
+    beat = heartbeats.add(ctx, lease_token, lease=lease, grace=settings.TICKWORK_CANCEL_GRACE_SECONDS)
     try:
         if spec is None:
             raise LookupError(f"handler '{row.handler}' is not registered in this worker")
         return _run_handler(ctx, spec, lease_token)
     except ExecutionStopped:
-        heartbeat.finished.set()
-        _record_stop(ctx, lease_token, heartbeat.outcome)
-        return heartbeat.outcome
+        heartbeats.remove(beat)
+        _record_stop(ctx, lease_token, beat.outcome)
+        return beat.outcome
     except _Fenced:
         logger.warning("execution %s finished after its lease moved on; outcome discarded", execution_id)
         return None
     except Exception as exc:
-        heartbeat.finished.set()
+        heartbeats.remove(beat)
         if ctx.stop_event.is_set():  # the handler failed because it was being stopped
-            _record_stop(ctx, lease_token, heartbeat.outcome)
-            return heartbeat.outcome
+            _record_stop(ctx, lease_token, beat.outcome)
+            return beat.outcome
         _record_failure(ctx, lease_token, S.FAILED, error=f"{exc.__class__.__name__}: {exc}", trace=tb.format_exc())
         return S.FAILED
     finally:
-        heartbeat.finished.set()
-        heartbeat.join(timeout=5)
+        heartbeats.remove(beat)
 
 
 def _run_handler(ctx: HandlerContext, spec: registry.HandlerSpec, lease_token: int) -> ExecutionState:

@@ -19,9 +19,12 @@ class Execution(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="executions")
+    # The job and tenant foreign keys have no index of their own: execution_job_history and
+    # execution_tenant_state lead with them. A state change rewrites every index entry of the row
+    # (state is indexed, so no update is HOT), and a run makes three: each index costs three writes.
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="executions", db_index=False)
     # Copied from the job so the claim, the filters and the per-tenant views need no join.
-    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="executions")
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="executions", db_index=False)
     pool = models.CharField(max_length=64)
     priority = models.PositiveSmallIntegerField(default=1)
     origin = models.CharField(max_length=8, choices=Origin.choices, default=Origin.SCHEDULE)
@@ -93,7 +96,8 @@ class Execution(models.Model):
 class ExecutionEvent(models.Model):
     """Append-only history: one row per state transition (and per notable non-transition)."""
 
-    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="events")
+    # event_execution_at leads with it, so no index of its own.
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="events", db_index=False)
     at = models.DateTimeField()
     from_state = models.CharField(max_length=20, blank=True)
     to_state = models.CharField(max_length=20)

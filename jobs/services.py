@@ -212,9 +212,15 @@ def jobs_settle_sql(*, moved: str, now: datetime) -> tuple[str, list]:
         "UPDATE jobs_job SET state = %s, next_fire_at = NULL, updated_at = %s"
         f" FROM {moved} WHERE jobs_job.id = {moved}.job_id AND jobs_job.state = %s AND jobs_job.type <> %s"
         " AND NOT EXISTS (SELECT 1 FROM executions_execution other WHERE other.job_id = jobs_job.id"
-        f" AND other.id <> {moved}.id AND other.state = ANY(%s))",
-        [JobState.COMPLETED.value, now, JobState.ACTIVE.value, JobType.CRON.value, _OPEN_STATES],
+        f" AND other.id <> {moved}.id AND other.state NOT IN ({_FINISHED_STATES_SQL}))",
+        [JobState.COMPLETED.value, now, JobState.ACTIVE.value, JobType.CRON.value],
     )
+
+
+# "Not finished" rather than "in an open state": a condition the state index cannot serve, so
+# the probe walks the job's few executions instead of a bitmap of every pending one (3.5 ms per
+# outcome at 40,000 pending, seen in EXPLAIN ANALYZE). Literals: the states are our own constants.
+_FINISHED_STATES_SQL = ", ".join(f"'{s}'" for s in ExecutionState.values if s not in _OPEN_STATES)
 
 
 def job_advance(*, job_id, next_fire_at: datetime | None, now: datetime) -> None:
