@@ -5,19 +5,22 @@ or the sweeper timed it out) can neither start, extend nor finish the run any mo
 heartbeat notices and stops the handler, forcibly if it does not cooperate within a grace.
 """
 
+import functools
 import json
 import logging
 import os
+import queue
 import socket
 import threading
 import time
 import traceback as tb
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import OperationalError, close_old_connections, connection, transaction
 from django.utils import timezone
 
 from dispatch.context import ExecutionStopped, HandlerContext
@@ -25,6 +28,7 @@ from executions.models import Execution
 from executions.services import execution_settle_failure
 from executions.states import ExecutionState, start_run, transition
 from jobs import registry
+from scheduler_project.process_thread import ProcessThread
 
 logger = logging.getLogger(__name__)
 S = ExecutionState
@@ -71,7 +75,7 @@ class _Beat:
         self.outcome: ExecutionState | None = None  # what to record if the handler stops
 
 
-class Heartbeats(threading.Thread):
+class Heartbeats(ProcessThread):
     """The one thread of a worker process that extends the lease of each run it has going, every
     lease/3, and reads in the same UPDATE whether the run must stop. One thread for the process,
     not one per run: starting and joining a thread for every run was an eighth of a short run's
@@ -80,27 +84,11 @@ class Heartbeats(threading.Thread):
     A run that must stop (cancelled, timed out, lease lost) gets `grace` seconds from the moment
     its stop was asked; then the outcome is recorded and the process ends."""
 
-    _current: "Heartbeats | None" = None
-    _lock = threading.Lock()
-
     def __init__(self) -> None:
-        super().__init__(name="heartbeats", daemon=True)
-        self.pid = os.getpid()
+        super().__init__(name="heartbeats")
         self.runs: set[_Beat] = set()
         self.changed = threading.Condition()
         self.idle = True  # waiting with no run to wait for: a new run must wake it
-
-    @classmethod
-    def of_process(cls) -> "Heartbeats":
-        """This process's heartbeat thread (a forked worker process starts its own)."""
-        current = cls._current
-        if current is None or current.pid != os.getpid():
-            with cls._lock:
-                current = cls._current
-                if current is None or current.pid != os.getpid():
-                    current = cls._current = cls()
-                    current.start()
-        return current
 
     def add(self, ctx: HandlerContext, lease_token: int, *, lease: float, grace: float) -> _Beat:
         beat = _Beat(ctx, lease_token, lease=lease, grace=grace)
@@ -181,8 +169,60 @@ class Heartbeats(threading.Thread):
         ctx.reason = f"{ctx.reason} (forced: the handler did not stop within {beat.grace:g}s)"
         try:
             _record_stop(ctx, beat.lease_token, beat.outcome)
+            flush_outcomes(timeout=beat.grace)  # earlier runs' outcomes, not to be lost with us
         finally:
             os._exit(FORCED_EXIT_CODE)
+
+
+class OutcomeRecorder(ProcessThread):
+    """Records the successes of this process's runs on a thread of its own, so that a worker
+    slot takes its next message while the outcome commits. Measured on the benchmark: the
+    outcome's round trip and commit were a third of a noop run's time in a worker slot.
+
+    Nothing is given up by it: an outcome not recorded (the process died first, the database
+    failed) leaves the run RUNNING under its lease, which expires and is retried by the policy,
+    as when a worker dies just before its outcome; the handler has the execution id and attempt as
+    an idempotency key. A process that ends normally records what is queued first
+    (`flush_outcomes`, on Celery's worker_process_shutdown)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="outcomes")
+        self.pending: queue.Queue = queue.Queue()
+
+    def submit(self, record: Callable[[], None]) -> None:
+        self.pending.put(record)
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until everything submitted is recorded; False if `timeout` passed first."""
+        deadline = time.monotonic() + timeout
+        with self.pending.all_tasks_done:
+            while self.pending.unfinished_tasks:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self.pending.all_tasks_done.wait(remaining)
+        return True
+
+    def run(self) -> None:
+        while True:
+            record = self.pending.get()
+            try:
+                try:
+                    record()
+                except OperationalError:  # a dropped connection: once more on a new one
+                    connection.close()
+                    record()
+            except Exception:
+                logger.exception("outcome not recorded; the run will be retried when its lease expires")
+                connection.close()
+            finally:
+                self.pending.task_done()
+
+
+def flush_outcomes(timeout: float) -> bool:
+    """Record the outcomes this process has queued, if any, waiting at most `timeout` seconds."""
+    recorder = OutcomeRecorder.current()
+    return recorder is None or recorder.flush(timeout)
 
 
 def _record_stop(ctx: HandlerContext, lease_token: int, outcome: ExecutionState | None) -> None:
@@ -219,9 +259,11 @@ def _record_failure(ctx: HandlerContext, lease_token: int, state: ExecutionState
             execution_settle_failure(execution_id=ctx.execution_id, failed_state=state, now=now)
 
 
-def run(*, execution_id: str, lease_token: int) -> ExecutionState | None:
+def run(*, execution_id: str, lease_token: int, defer_success: bool = False) -> ExecutionState | None:
     """Run one delivery of an execution. Returns the outcome recorded, or None when this
-    delivery was not (or no longer) the lease holder and so recorded nothing."""
+    delivery was not (or no longer) the lease holder and so recorded nothing. With
+    `defer_success` (a worker's task), a success is handed to the OutcomeRecorder, and SUCCEEDED
+    returned means handed over."""
     close_old_connections()
     lease = settings.TICKWORK_LEASE_SECONDS
     now = timezone.now()
@@ -252,13 +294,14 @@ def run(*, execution_id: str, lease_token: int) -> ExecutionState | None:
     try:
         if spec is None:
             raise LookupError(f"handler '{row.handler}' is not registered in this worker")
-        return _run_handler(ctx, spec, lease_token)
+        # On SQLite (development) one writer at a time: a second writing thread would only contend.
+        defer = defer_success and not spec.atomic and connection.vendor == "postgresql"
+        return _run_handler(ctx, spec, lease_token, defer=defer)
     except ExecutionStopped:
         heartbeats.remove(beat)
         _record_stop(ctx, lease_token, beat.outcome)
         return beat.outcome
     except _Fenced:
-        logger.warning("execution %s finished after its lease moved on; outcome discarded", execution_id)
         return None
     except Exception as exc:
         heartbeats.remove(beat)
@@ -271,27 +314,37 @@ def run(*, execution_id: str, lease_token: int) -> ExecutionState | None:
         heartbeats.remove(beat)
 
 
-def _run_handler(ctx: HandlerContext, spec: registry.HandlerSpec, lease_token: int) -> ExecutionState:
-    def succeed(result: Any) -> None:
-        json.dumps(result)  # a result that cannot be stored is a handler error, raised here
-        now = timezone.now()
-        if not transition(
-            execution_id=ctx.execution_id,
-            source=S.RUNNING,
-            target=S.SUCCEEDED,
-            now=now,
-            lease_token=lease_token,
-            message="succeeded",
-            finished_at=now,
-            result=result,
-        ):
-            raise _Fenced()
-
+def _run_handler(ctx: HandlerContext, spec: registry.HandlerSpec, lease_token: int, *, defer: bool) -> ExecutionState:
     if spec.atomic:
         # The handler's own writes and SUCCEEDED commit together, or neither does.
         with transaction.atomic():
-            succeed(spec.func(ctx))
-    else:
-        # A handler that returned did its work: record it even if a stop was asked meanwhile.
-        succeed(spec.func(ctx))
+            result = spec.func(ctx)
+            json.dumps(result)  # a result that cannot be stored is a handler error, raised here
+            if not _record_success(ctx.execution_id, lease_token, result):
+                raise _Fenced()
+        return S.SUCCEEDED
+    # A handler that returned did its work: record it even if a stop was asked meanwhile.
+    result = spec.func(ctx)
+    json.dumps(result)
+    if defer:
+        OutcomeRecorder.of_process().submit(functools.partial(_record_success, ctx.execution_id, lease_token, result))
+    elif not _record_success(ctx.execution_id, lease_token, result):
+        raise _Fenced()
     return S.SUCCEEDED
+
+
+def _record_success(execution_id: str, lease_token: int, result: Any) -> bool:
+    now = timezone.now()
+    recorded = transition(
+        execution_id=execution_id,
+        source=S.RUNNING,
+        target=S.SUCCEEDED,
+        now=now,
+        lease_token=lease_token,
+        message="succeeded",
+        finished_at=now,
+        result=result,
+    )
+    if not recorded:
+        logger.warning("execution %s finished after its lease moved on; outcome discarded", execution_id)
+    return recorded

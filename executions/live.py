@@ -11,11 +11,11 @@ it must stay cheap and must never raise.
 
 import asyncio
 import logging
-import os
 import queue
-import threading
 import time
 from typing import Any
+
+from scheduler_project.process_thread import ProcessThread
 
 logger = logging.getLogger(__name__)
 GROUP = "executions"
@@ -40,7 +40,7 @@ def publish_state_changes(changes: list[tuple[Any, Any, int, str]]) -> None:
                 return
             async_to_sync(layer.group_send)(GROUP, _message(changes))
             return
-        _Sender.of(layer).put(changes)
+        _Sender.of_process(layer).put(changes)
     except Exception:  # a live view is a convenience; never fail a state change over it
         logger.debug("live update not sent", exc_info=True)
 
@@ -55,31 +55,19 @@ def _message(changes: list[tuple[Any, Any, int, str]]) -> dict:
     }
 
 
-class _Sender(threading.Thread):
+class _Sender(ProcessThread):
     """Sends to a cross-process layer (Redis) from a thread of this process with one event loop
     of its own, so the layer keeps one connection. A transition only queues its changes: it never
     waits for Redis (async_to_sync per transition cost a new loop and connection each time, most
     of a short run's time in a worker). What queues up meanwhile goes out as one message."""
 
-    _current: "_Sender | None" = None
-    _lock = threading.Lock()
-
     def __init__(self, layer) -> None:
-        super().__init__(name="live-updates", daemon=True)
-        self.layer, self.pid = layer, os.getpid()
+        super().__init__(name="live-updates")
+        self.layer = layer
         self.pending: queue.SimpleQueue = queue.SimpleQueue()
 
-    @classmethod
-    def of(cls, layer) -> "_Sender":
-        """This process's sender (a forked worker process starts its own)."""
-        sender = cls._current
-        if sender is None or sender.pid != os.getpid() or sender.layer is not layer:
-            with cls._lock:
-                sender = cls._current
-                if sender is None or sender.pid != os.getpid() or sender.layer is not layer:
-                    sender = cls._current = cls(layer)
-                    sender.start()
-        return sender
+    def serves(self, layer) -> bool:
+        return layer is self.layer
 
     def put(self, changes: list) -> None:
         self.pending.put(changes)

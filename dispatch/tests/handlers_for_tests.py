@@ -14,3 +14,9 @@ def stubborn(ctx: HandlerContext):
     while time.monotonic() < deadline:
         time.sleep(0.05)
     return {"ignoredStops": True}
+
+
+@register("test-atomic-noop", atomic=True)
+def atomic_noop(ctx: HandlerContext):
+    """Asks to run inside the completion transaction; does nothing else."""
+    return {"atomic": True}
