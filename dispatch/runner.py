@@ -16,7 +16,7 @@ import time
 import traceback as tb
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -320,21 +320,22 @@ def _run_handler(ctx: HandlerContext, spec: registry.HandlerSpec, lease_token: i
         with transaction.atomic():
             result = spec.func(ctx)
             json.dumps(result)  # a result that cannot be stored is a handler error, raised here
-            if not _record_success(ctx.execution_id, lease_token, result):
+            if not _record_success(ctx.execution_id, lease_token, result, timezone.now()):
                 raise _Fenced()
         return S.SUCCEEDED
     # A handler that returned did its work: record it even if a stop was asked meanwhile.
     result = spec.func(ctx)
     json.dumps(result)
+    finished = timezone.now()  # when it returned, not when the recorder gets to it
     if defer:
-        OutcomeRecorder.of_process().submit(functools.partial(_record_success, ctx.execution_id, lease_token, result))
-    elif not _record_success(ctx.execution_id, lease_token, result):
+        record = functools.partial(_record_success, ctx.execution_id, lease_token, result, finished)
+        OutcomeRecorder.of_process().submit(record)
+    elif not _record_success(ctx.execution_id, lease_token, result, finished):
         raise _Fenced()
     return S.SUCCEEDED
 
 
-def _record_success(execution_id: str, lease_token: int, result: Any) -> bool:
-    now = timezone.now()
+def _record_success(execution_id: str, lease_token: int, result: Any, now: datetime) -> bool:
     recorded = transition(
         execution_id=execution_id,
         source=S.RUNNING,
