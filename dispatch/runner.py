@@ -305,10 +305,16 @@ def run(*, execution_id: str, lease_token: int, defer_success: bool = False) -> 
         return None
     except Exception as exc:
         heartbeats.remove(beat)
+        error = f"{exc.__class__.__name__}: {exc}"
         if ctx.stop_event.is_set():  # the handler failed because it was being stopped
             _record_stop(ctx, lease_token, beat.outcome)
             return beat.outcome
-        _record_failure(ctx, lease_token, S.FAILED, error=f"{exc.__class__.__name__}: {exc}", trace=tb.format_exc())
+        if Execution.objects.filter(pk=ctx.execution_id, cancel_requested_at__isnull=False).exists():
+            # Cancelled before a heartbeat could pass it on: a cancelled run is not retried.
+            ctx.reason = f"cancelled (the handler then raised {error})"
+            _record_stop(ctx, lease_token, S.CANCELLED)
+            return S.CANCELLED
+        _record_failure(ctx, lease_token, S.FAILED, error=error, trace=tb.format_exc())
         return S.FAILED
     finally:
         heartbeats.remove(beat)

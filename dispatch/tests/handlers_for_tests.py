@@ -20,3 +20,16 @@ def stubborn(ctx: HandlerContext):
 def atomic_noop(ctx: HandlerContext):
     """Asks to run inside the completion transaction; does nothing else."""
     return {"atomic": True}
+
+
+@register("test-cancelled-then-raises")
+def cancelled_then_raises(ctx: HandlerContext):
+    """Is cancelled (through the service, as the API does) while it runs, then fails before any
+    heartbeat could tell it: the cancel must win over the retry policy."""
+    from django.utils import timezone
+
+    from executions.models import Execution
+    from executions.services import execution_cancel
+
+    execution_cancel(execution=Execution.objects.get(pk=ctx.execution_id), now=timezone.now())
+    raise RuntimeError("failed after the cancel request")

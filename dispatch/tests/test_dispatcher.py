@@ -307,3 +307,19 @@ def test_replace_leaves_the_running_run_alone_when_the_new_fire_is_skipped_as_mi
     assert Execution.objects.get(job=job, scheduled_for=first + timedelta(minutes=1)).state == "CANCELLED"
     running = Execution.objects.get(pk=sent.execution_id)
     assert running.state == "RUNNING" and running.cancel_requested_at is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_cancelled_before_its_heartbeat_saw_it_is_cancelled_not_retried(tenant, make_job):
+    """The handler raises after a cancel request that no heartbeat has passed on yet: the run ends
+    CANCELLED (and its job with it), not FAILED and back to PENDING for another attempt."""
+    import dispatch.tests.handlers_for_tests  # noqa: F401  (registers the handler)
+
+    job = make_job(
+        tenant, run_at=timezone.now() - timedelta(seconds=1), handler="test-cancelled-then-raises", max_attempts=3
+    )
+
+    execution = _run_in_process(job)
+
+    assert execution.state == "CANCELLED" and execution.attempt == 1
+    assert "failed after the cancel request" in execution.events.last().message
