@@ -364,9 +364,9 @@ def wait_for(condition: Callable[[], bool], *, timeout: float, what: str, interv
         time.sleep(interval)
 
 
-def capture_first(call: Callable[[], object]) -> tuple[str, list]:
-    """The first statement (not a savepoint) that `call` sends, with its parameters. Whatever
-    `call` changed is rolled back."""
+def capture(call: Callable[[], object]) -> list[tuple[str, list]]:
+    """The statements (not savepoints) that `call` sends, with their parameters. Whatever `call`
+    changed is rolled back."""
     from django.db import connection, transaction
 
     seen: list[tuple[str, list]] = []
@@ -379,7 +379,7 @@ def capture_first(call: Callable[[], object]) -> tuple[str, list]:
     with connection.execute_wrapper(record), transaction.atomic():
         call()
         transaction.set_rollback(True)
-    return seen[0]
+    return seen
 
 
 # --- The benchmark ----------------------------------------------------------------------------------
@@ -479,14 +479,16 @@ class Bench:
             for db in (self.db, self.small)
         )
         # The claim last: each rolled-back run leaves a batch of dead row versions behind it.
+        # A claim is two statements: the SELECT that takes and locks the batch, and the UPDATE of
+        # those rows (their ids, one array parameter, come from the SELECT on each database).
         statements = {
-            "empty poll": capture_first(
+            "empty poll": capture(
                 lambda: claim_due(now=earliest - timedelta(seconds=1), limit=self.batch, publish_grace=grace)
             ),
-            "next-due peek": capture_first(lambda: next_due_at(now=datetime.now(UTC))),
-            "claim": capture_first(lambda: claim_due(now=datetime.now(UTC), limit=self.batch, publish_grace=grace)),
+            "next-due peek": capture(lambda: next_due_at(now=datetime.now(UTC))),
+            "claim": capture(lambda: claim_due(now=datetime.now(UTC), limit=self.batch, publish_grace=grace)),
         }
-        self.info["statements"] = {name: sql for name, (sql, _) in statements.items()}
+        self.info["statements"] = {name: [sql for sql, _ in steps] for name, steps in statements.items()}
         # As executions.states.fetch runs them: prepared, with server-side parameters, when the
         # settings allow it (DATABASE_PREPARED_STATEMENTS); else bound on the client, as Django does.
         prepared = settings.DATABASES["default"].get("OPTIONS", {}).get("prepare_threshold") is not None
@@ -499,7 +501,7 @@ class Bench:
         }
         small = self.info["pending_small"]
         try:
-            for name, (sql, params) in statements.items():
+            for name, steps in statements.items():
                 runs = self.cfg.statement_runs if name != "claim" else max(10, self.cfg.statement_runs // 10)
                 samples: dict[str, list[float]] = {"full": [], "small": []}
                 rows = {}
@@ -508,8 +510,13 @@ class Bench:
                         conn = conns[which]
                         with conn.transaction(force_rollback=True), conn.cursor() as cursor:
                             started = time.perf_counter()
-                            cursor.execute(sql, params, prepare=prepared)
-                            rows[which] = len(cursor.fetchall())
+                            ids: list = []
+                            for sql, params in steps:
+                                params = [ids if isinstance(p, list) else p for p in params]
+                                cursor.execute(sql, params, prepare=prepared)
+                                result = cursor.fetchall()
+                                ids = [row[0] for row in result]
+                            rows[which] = len(result)
                             samples[which].append((time.perf_counter() - started) * 1000)
                 value, base = median(samples["full"]), median(samples["small"])
                 log(f"  {name}: {value:.3f} ms at {self.cfg.pending:,}, {base:.3f} ms at {small:,}; rows {rows}")

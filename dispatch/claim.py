@@ -18,50 +18,50 @@ from executions.states import ExecutionState, Moved, fetch, transition_set
 # - `now` is a parameter, not now()/clock_timestamp(): the planner can use the index bound,
 #   and tests control time.
 # - The job must be ACTIVE: a paused job's pending execution waits where it is.
-# - `id = ANY(ARRAY(…))`, not `id IN (…)`: the ARRAY is computed once, first, and the UPDATE then
-#   fetches its rows by primary key. Given `IN`, the planner hash-joined the batch against a
-#   sequential scan of every PENDING row, so the claim's cost grew with the backlog (bench/).
-_CLAIM_POSTGRES = """
-    id = ANY(ARRAY(
-        SELECT due.id
-        FROM (VALUES (0), (1), (2)) AS level(priority)
-        CROSS JOIN LATERAL (
-            SELECT e.id
-            FROM executions_execution e
-            WHERE e.state = 'PENDING' AND e.priority = level.priority AND e.available_at <= %s
-              AND EXISTS (SELECT 1 FROM jobs_job j WHERE j.id = e.job_id AND j.state = 'ACTIVE')
-            ORDER BY e.available_at
-            LIMIT %s
-            FOR UPDATE OF e SKIP LOCKED
-        ) AS due
+# - Two statements: the SELECT takes and locks the batch, then the UPDATE moves those rows by
+#   primary key (and writes their events). When nothing is due, which is most polls of an idle
+#   dispatcher, only the SELECT runs: a few index probes, no UPDATE to start up.
+_DUE_POSTGRES = """
+    SELECT due.id
+    FROM (VALUES (0), (1), (2)) AS level(priority)
+    CROSS JOIN LATERAL (
+        SELECT e.id
+        FROM executions_execution e
+        WHERE e.state = 'PENDING' AND e.priority = level.priority AND e.available_at <= %s
+          AND EXISTS (SELECT 1 FROM jobs_job j WHERE j.id = e.job_id AND j.state = 'ACTIVE')
+        ORDER BY e.available_at
         LIMIT %s
-    ))
+        FOR UPDATE OF e SKIP LOCKED
+    ) AS due
+    LIMIT %s
 """
 # SQLite has one writer at a time and no row locks, so the plain ordered query is all it needs.
-_CLAIM_SQLITE = """
-    id IN (
-        SELECT e.id FROM executions_execution e
-        WHERE e.state = 'PENDING' AND e.available_at <= %s
-          AND EXISTS (SELECT 1 FROM jobs_job j WHERE j.id = e.job_id AND j.state = 'ACTIVE')
-        ORDER BY e.priority, e.available_at
-        LIMIT %s
-    )
+_DUE_SQLITE = """
+    SELECT e.id FROM executions_execution e
+    WHERE e.state = 'PENDING' AND e.available_at <= %s
+      AND EXISTS (SELECT 1 FROM jobs_job j WHERE j.id = e.job_id AND j.state = 'ACTIVE')
+    ORDER BY e.priority, e.available_at
+    LIMIT %s
 """
 
 
 def claim_due(*, now: datetime, limit: int, publish_grace: timedelta) -> list[Moved]:
     """PENDING → QUEUED for up to `limit` due executions, each under a new lease token.
-    Call inside the transaction that publishes after commit."""
+    Call inside the transaction that publishes after commit (it holds the batch's row locks)."""
     if connection.vendor == "postgresql":
-        where, params = _CLAIM_POSTGRES, [now, limit, limit]
+        due = [row[0] for row in fetch(_DUE_POSTGRES, [now, limit, limit])]
+        where = "id = ANY(%s)"
     else:
-        where, params = _CLAIM_SQLITE, [now, limit]
+        due = [row[0] for row in fetch(_DUE_SQLITE, [now, limit])]
+        where = f"id IN ({', '.join(['%s'] * len(due))})"
+    if not due:
+        return []
     return transition_set(
         source=ExecutionState.PENDING,
         target=ExecutionState.QUEUED,
         now=now,
         where=where,
-        params=params,
+        params=[due] if connection.vendor == "postgresql" else due,
         assignments="lease_token = lease_token + 1, queued_at = %s, republish_at = %s, publish_count = 1",
         assignment_params=[now, now + publish_grace],
     )
