@@ -247,7 +247,7 @@ def _update_shape(set_names: tuple[str, ...], where_names: tuple[str, ...], extr
 
 def _prep(name: str, *, save: bool) -> Callable[[Any], Any]:
     """How a value of field `name` becomes a parameter: what the ORM would do, except where the
-    driver takes the Python value as it is (strings, numbers, aware datetimes, UUIDs, None)."""
+    driver takes the Python value as it is (strings, numbers, aware datetimes, None)."""
     from executions.models import Execution
 
     field = Execution._meta.get_field(name)
