@@ -50,10 +50,10 @@ def claim_due(*, now: datetime, limit: int, publish_grace: timedelta) -> list[Mo
     Call inside the transaction that publishes after commit (it holds the batch's row locks)."""
     if connection.vendor == "postgresql":
         due = [row[0] for row in fetch(_DUE_POSTGRES, [now, limit, limit])]
-        where = "id = ANY(%s)"
+        where, params = "id = ANY(%s)", [due]
     else:
         due = [row[0] for row in fetch(_DUE_SQLITE, [now, limit])]
-        where = f"id IN ({', '.join(['%s'] * len(due))})"
+        where, params = f"id IN ({', '.join(['%s'] * len(due))})", due
     if not due:
         return []
     return transition_set(
@@ -61,7 +61,7 @@ def claim_due(*, now: datetime, limit: int, publish_grace: timedelta) -> list[Mo
         target=ExecutionState.QUEUED,
         now=now,
         where=where,
-        params=[due] if connection.vendor == "postgresql" else due,
+        params=params,
         assignments="lease_token = lease_token + 1, queued_at = %s, republish_at = %s, publish_count = 1",
         assignment_params=[now, now + publish_grace],
     )
