@@ -26,7 +26,7 @@ from django.utils import timezone
 from dispatch.context import ExecutionStopped, HandlerContext
 from executions.models import Execution
 from executions.services import execution_settle_failure
-from executions.states import ExecutionState, start_run, transition
+from executions.states import ExecutionState, Success, record_successes, start_run, transition
 from jobs import registry
 from scheduler_project.process_thread import ProcessThread
 
@@ -177,7 +177,9 @@ class Heartbeats(ProcessThread):
 class OutcomeRecorder(ProcessThread):
     """Records the successes of this process's runs on a thread of its own, so that a worker
     slot takes its next message while the outcome commits. Measured on the benchmark: the
-    outcome's round trip and commit were a third of a noop run's time in a worker slot.
+    outcome's round trip and commit were a third of a noop run's time in a worker slot. The
+    successes that gather while it waits (LINGER_SECONDS) or while a batch commits are recorded
+    together, in one statement and one commit (`record_successes`).
 
     Nothing is given up by it: an outcome not recorded (the process died first, the database
     failed) leaves the run RUNNING under its lease, which expires and is retried by the policy,
@@ -185,11 +187,17 @@ class OutcomeRecorder(ProcessThread):
     an idempotency key. A process that ends normally records what is queued first
     (`flush_outcomes`, on Celery's worker_process_shutdown)."""
 
+    # How long the first success of a batch waits for others: a commit saved per run matters more
+    # to a busy worker than SUCCEEDED showing 10 ms sooner (finished_at is the handler's return).
+    LINGER_SECONDS = 0.01
+    BATCH = 500
+
     def __init__(self) -> None:
         super().__init__(name="outcomes")
         self.pending: queue.Queue = queue.Queue()
 
-    def submit(self, record: Callable[[], None]) -> None:
+    def submit(self, record: Success | Callable[[], None]) -> None:
+        """Queue a success to record, or any other call to make in this thread's turn."""
         self.pending.put(record)
 
     def flush(self, timeout: float) -> bool:
@@ -205,18 +213,40 @@ class OutcomeRecorder(ProcessThread):
 
     def run(self) -> None:
         while True:
-            record = self.pending.get()
-            try:
-                try:
-                    record()
-                except OperationalError:  # a dropped connection: once more on a new one
-                    connection.close()
-                    record()
-            except Exception:
-                logger.exception("outcome not recorded; the run will be retried when its lease expires")
-                connection.close()
-            finally:
+            item = self.pending.get()
+            if not isinstance(item, Success):
+                self._attempt(item)
                 self.pending.task_done()
+                continue
+            time.sleep(self.LINGER_SECONDS)
+            batch, other = [item], None
+            while len(batch) < self.BATCH and other is None:
+                try:
+                    taken = self.pending.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(taken, Success):
+                    batch.append(taken)
+                else:
+                    other = taken  # kept in order: after this batch
+            self._attempt(functools.partial(_record_successes, batch))
+            for _ in batch:
+                self.pending.task_done()
+            if other is not None:
+                self._attempt(other)
+                self.pending.task_done()
+
+    @staticmethod
+    def _attempt(record: Callable[[], None]) -> None:
+        try:
+            try:
+                record()
+            except OperationalError:  # a dropped connection: once more on a new one
+                connection.close()
+                record()
+        except Exception:
+            logger.exception("outcome not recorded; the run will be retried when its lease expires")
+            connection.close()
 
 
 def flush_outcomes(timeout: float) -> bool:
@@ -334,8 +364,7 @@ def _run_handler(ctx: HandlerContext, spec: registry.HandlerSpec, lease_token: i
     json.dumps(result)
     finished = timezone.now()  # when it returned, not when the recorder gets to it
     if defer:
-        record = functools.partial(_record_success, ctx.execution_id, lease_token, result, finished)
-        OutcomeRecorder.of_process().submit(record)
+        OutcomeRecorder.of_process().submit(Success(ctx.execution_id, lease_token, result, finished))
     elif not _record_success(ctx.execution_id, lease_token, result, finished):
         raise _Fenced()
     return S.SUCCEEDED
@@ -355,3 +384,10 @@ def _record_success(execution_id: str, lease_token: int, result: Any, now: datet
     if not recorded:
         logger.warning("execution %s finished after its lease moved on; outcome discarded", execution_id)
     return recorded
+
+
+def _record_successes(successes: list[Success]) -> None:
+    recorded = record_successes(successes, now=timezone.now())
+    for success in successes:
+        if str(success.execution_id) not in recorded:
+            logger.warning("execution %s finished after its lease moved on; outcome discarded", success.execution_id)

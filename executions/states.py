@@ -207,6 +207,58 @@ def start_run(*, execution_id, lease_token: int, now: datetime, worker_id: str, 
     return Started(execution_id, job_id, attempt, handler, payload, slug, secret)
 
 
+@dataclass(frozen=True)
+class Success:
+    """A handler's return, to be recorded as SUCCEEDED under the lease it ran with."""
+
+    execution_id: Any
+    lease_token: int
+    result: Any
+    finished_at: datetime
+
+
+def record_successes(successes: Sequence[Success], *, now: datetime) -> set:
+    """RUNNING → SUCCEEDED for each run still under its lease token, all in one statement (and so
+    one commit): the moves, their events (at each run's finish) and the settling of their jobs.
+    Returns the ids recorded; a run whose lease moved on is left as it is. PostgreSQL only: a
+    worker's outcome thread records what gathered while the last batch committed, and one commit
+    for several outcomes is most of what an outcome costs the database."""
+    from executions.models import Execution
+    from jobs.services import jobs_settle_sql
+
+    check(S.RUNNING, S.SUCCEEDED)
+    if not successes:
+        return set()
+    result_field = Execution._meta.get_field("result")
+    settle_sql, settle_params = jobs_settle_sql(moved="moved", now=now)
+    rows = fetch(
+        "WITH v AS (SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::jsonb[], %s::timestamptz[])"
+        " AS v(id, lease_token, result, finished_at)),"
+        " moved AS (UPDATE executions_execution e SET state = %s, updated_at = v.finished_at,"
+        " finished_at = v.finished_at, result = v.result FROM v"
+        " WHERE e.id = v.id AND e.state = %s AND e.lease_token = v.lease_token"
+        f" RETURNING {', '.join('e.' + c for c in _MOVED.split(', '))}, v.finished_at),"
+        " events AS (INSERT INTO executions_executionevent"
+        " (execution_id, at, from_state, to_state, attempt, worker_id, message)"
+        " SELECT id, finished_at, %s, %s, attempt, worker_id, 'succeeded' FROM moved),"
+        f" settled AS ({settle_sql})"
+        " SELECT id, job_id, tenant_id FROM moved",
+        [
+            [str(s.execution_id) for s in successes],
+            [s.lease_token for s in successes],
+            [result_field.get_db_prep_save(s.result, connection) for s in successes],
+            [s.finished_at for s in successes],
+            S.SUCCEEDED.value,
+            S.RUNNING.value,
+            S.RUNNING.value,
+            S.SUCCEEDED.value,
+            *settle_params,
+        ],
+    )
+    _after(S.SUCCEEDED, [(eid, job_id, tenant_id, S.SUCCEEDED) for eid, job_id, tenant_id in rows], now, settled=True)
+    return {str(eid) for eid, _, _ in rows}
+
+
 def _update_sql(
     where: dict[str, Any], values: dict[str, Any], *, extra_sets: str = "", extra_params: Sequence[Any] = ()
 ) -> tuple[str, list]:

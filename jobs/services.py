@@ -204,15 +204,15 @@ def jobs_settle(*, job_ids: list, now: datetime) -> None:
 
 
 def jobs_settle_sql(*, moved: str, now: datetime) -> tuple[str, list]:
-    """`jobs_settle` as a step of a data-modifying CTE (PostgreSQL) in which the one execution per
-    job in `moved` (columns id, job_id) has just reached a terminal state. Every step of such a
+    """`jobs_settle` as a step of a data-modifying CTE (PostgreSQL) in which the executions in
+    `moved` (columns id, job_id) have just reached a terminal state. Every step of such a
     statement reads the rows as they were before it, so this one leaves those executions out
-    rather than seeing them still open. Lets a worker record an outcome in one statement."""
+    rather than seeing them still open. Lets a worker record outcomes in one statement."""
     return (
         "UPDATE jobs_job SET state = %s, next_fire_at = NULL, updated_at = %s"
         f" FROM {moved} WHERE jobs_job.id = {moved}.job_id AND jobs_job.state = %s AND jobs_job.type <> %s"
         " AND NOT EXISTS (SELECT 1 FROM executions_execution other WHERE other.job_id = jobs_job.id"
-        f" AND other.id <> {moved}.id AND other.state NOT IN ({_FINISHED_STATES_SQL}))",
+        f" AND other.id NOT IN (SELECT id FROM {moved}) AND other.state NOT IN ({_FINISHED_STATES_SQL}))",
         [JobState.COMPLETED.value, now, JobState.ACTIVE.value, JobType.CRON.value],
     )
 

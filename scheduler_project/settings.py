@@ -228,7 +228,7 @@ TICKWORK_POLL_SECONDS = float(
 )
 # The least time between two claims of one dispatcher: a burst of creates (each waking it) is
 # claimed a few at a time instead of one claim per create. At most this much added start lag.
-TICKWORK_CLAIM_SPACING_SECONDS = float(os.environ.get("TICKWORK_CLAIM_SPACING_SECONDS", "0.005"))
+TICKWORK_CLAIM_SPACING_SECONDS = float(os.environ.get("TICKWORK_CLAIM_SPACING_SECONDS", "0.01"))
 TICKWORK_SWEEP_SECONDS = float(os.environ.get("TICKWORK_SWEEP_SECONDS", "2.0"))
 TICKWORK_RETENTION_DAYS = int(os.environ.get("TICKWORK_RETENTION_DAYS", "30"))
 TICKWORK_HTTP_ALLOW_PRIVATE = _env_bool("TICKWORK_HTTP_ALLOW_PRIVATE", False)

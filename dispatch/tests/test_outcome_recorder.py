@@ -116,3 +116,26 @@ def test_an_atomic_handler_is_never_deferred(tenant, make_job):
         assert Execution.objects.get(pk=sent.execution_id).state == "SUCCEEDED"
     finally:
         gate.set()
+
+
+def test_successes_that_gather_are_recorded_together(tenant, make_job, monkeypatch):
+    """While the recorder is busy, the successes that queue up are recorded as one batch: every
+    run SUCCEEDED, its job COMPLETED; nothing of them was written before."""
+    sent = [_queued(tenant, make_job) for _ in range(5)]
+    ids = [s.execution_id for s in sent]
+    recorder = runner.OutcomeRecorder.of_process()
+    gate = threading.Event()
+    recorder.submit(gate.wait)
+    for each in sent:
+        runner.run(execution_id=each.execution_id, lease_token=each.lease_token, defer_success=True)
+    assert set(Execution.objects.filter(pk__in=ids).values_list("state", flat=True)) == {"RUNNING"}
+    batches = []
+    record = runner._record_successes
+    monkeypatch.setattr(runner, "_record_successes", lambda batch: (batches.append(len(batch)), record(batch)))
+
+    gate.set()
+    assert runner.flush_outcomes(timeout=10)
+
+    assert batches == [5]
+    rows = Execution.objects.filter(pk__in=ids)
+    assert {r.state for r in rows} == {"SUCCEEDED"} and {r.job.state for r in rows} == {"COMPLETED"}

@@ -2,12 +2,13 @@
 connection drops (a PostgreSQL restart ends every connection)."""
 
 import time
+from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.utils import timezone
 
-from dispatch.wakeup import Listener, notify
+from dispatch.wakeup import DueClock, Listener, _due, notify
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,6 +36,15 @@ def test_a_committed_notify_wakes_the_listener_at_once(listener):
     assert woken and took < 1
 
 
+def test_the_listener_answers_the_earliest_due_time_it_heard(listener):
+    now = timezone.now()
+    for seconds in (30, 5, 60):
+        notify(now + timedelta(seconds=seconds))
+    time.sleep(0.1)  # let all three arrive
+
+    assert listener.wait(5, sleep=time.sleep) == now + timedelta(seconds=5)
+
+
 def test_without_a_notify_the_listener_sleeps_the_whole_wait(listener):
     woken, took = _wait(listener, 0.3)
 
@@ -55,3 +65,39 @@ def test_after_its_connection_dropped_the_listener_polls_then_listens_again(list
     notify(timezone.now())
     woken, took = _wait(listener, 5)
     assert woken and took < 1
+
+
+def test_a_notification_that_cannot_be_read_counts_as_due_now():
+    before = timezone.now()
+    assert before <= _due("soon") <= timezone.now()
+    assert before <= _due("2027-01-01T00:00:00") <= timezone.now()  # no offset: not a time we sent
+
+
+@pytest.mark.parametrize("poll", [1.0])
+def test_the_due_clock_asks_again_only_when_what_it_knows_has_come_or_the_poll_passed(poll):
+    """A stream of creates wakes the dispatcher hundreds of times a second; it asks the database
+    for the next due time only when that time has come, or once per poll (work made elsewhere
+    without a notification)."""
+    now = timezone.now()
+    clock = DueClock(poll=poll)
+    assert clock.stale(now)  # never asked
+
+    clock.asked(now + timedelta(hours=1))
+    assert not clock.stale(now)
+    assert 0.9 < clock.wait_seconds(now) <= poll  # the poll comes before the hour
+
+    clock.heard(now)  # a create due now: claimed next, and the hour is still what lies ahead
+    assert clock.stale(now)
+    clock.asked(now + timedelta(seconds=0.3))
+    assert 0.25 < clock.wait_seconds(now) <= 0.3
+    clock.heard(now + timedelta(seconds=10))  # later than known: changes nothing
+    assert clock.due == now + timedelta(seconds=0.3)
+    assert clock.stale(now + timedelta(seconds=0.3))  # that time came
+
+    clock.asked(None)  # nothing pending
+    assert not clock.stale(now) and clock.wait_seconds(now) <= poll
+    clock.asked_at -= poll
+    assert clock.stale(now)  # the poll passed
+    clock.asked(None)
+    clock.forget()
+    assert clock.stale(now)

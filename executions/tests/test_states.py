@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from executions.models import Execution, ExecutionEvent
 from executions.states import ExecutionState as S
-from executions.states import transition, transition_set
+from executions.states import Success, record_successes, transition, transition_set
 from jobs.models import Job
 from jobs.services import job_trigger
 
@@ -141,3 +141,41 @@ def test_a_set_move_records_one_event_per_row(tenant, make_job):
         (str(e.pk), S.PENDING, "bulk") for e in executions
     )
     assert Job.objects.filter(pk__in=[e.job_id for e in executions], state="COMPLETED").count() == 3
+
+
+@pytest.mark.django_db
+def test_successes_are_recorded_together_each_under_its_own_lease(tenant, make_job):
+    """One statement records a batch: each run still under its token moves to SUCCEEDED with its
+    result, finish time and event; a run whose lease moved on is left as it was; a one-off job
+    whose two executions both finish in the batch is completed."""
+    if connection.vendor != "postgresql":
+        pytest.skip("record_successes is PostgreSQL's (the worker's outcome thread)")
+    now = timezone.now()
+    job = make_job(tenant, run_at=now - timedelta(seconds=1))
+    first, second = job.executions.get(), job_trigger(job=job, now=now)
+    fenced = make_job(tenant).executions.get()
+    for execution in (first, second, fenced):
+        _queued_then_running(execution, now)
+    done = [now + timedelta(seconds=i) for i in (1, 2, 3)]
+
+    recorded = record_successes(
+        [
+            Success(first.pk, 0, {"n": 1}, done[0]),
+            Success(second.pk, 0, None, done[1]),
+            Success(fenced.pk, 7, {"n": 3}, done[2]),  # not its token
+        ],
+        now=now + timedelta(seconds=5),
+    )
+
+    assert recorded == {str(first.pk), str(second.pk)}
+    rows = {e.pk: e for e in Execution.objects.filter(pk__in=[first.pk, second.pk, fenced.pk])}
+    assert (rows[first.pk].state, rows[first.pk].result, rows[first.pk].finished_at) == (S.SUCCEEDED, {"n": 1}, done[0])
+    assert (rows[second.pk].state, rows[second.pk].result, rows[second.pk].finished_at) == (S.SUCCEEDED, None, done[1])
+    assert (rows[fenced.pk].state, rows[fenced.pk].finished_at) == (S.RUNNING, None)
+    events = ExecutionEvent.objects.filter(to_state=S.SUCCEEDED).order_by("at")
+    assert [(e.execution_id, e.at, e.from_state, e.worker_id) for e in events] == [
+        (first.pk, done[0], S.RUNNING, "w:1"),
+        (second.pk, done[1], S.RUNNING, "w:1"),
+    ]
+    assert Job.objects.get(pk=job.pk).state == "COMPLETED"
+    assert Job.objects.get(pk=fenced.job_id).state == "ACTIVE"

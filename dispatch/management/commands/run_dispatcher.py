@@ -9,7 +9,7 @@ from dispatch.claim import next_due_at
 from dispatch.dispatcher import dispatch_once
 from dispatch.loop import StopFlag, run_forever
 from dispatch.publisher import CeleryPublisher
-from dispatch.wakeup import Listener
+from dispatch.wakeup import DueClock, Listener
 
 
 class Command(BaseCommand):
@@ -17,8 +17,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         stop, publisher, listener = StopFlag(), CeleryPublisher(), Listener()
-        batch, poll = settings.TICKWORK_DISPATCH_BATCH, settings.TICKWORK_POLL_SECONDS
-        spacing = settings.TICKWORK_CLAIM_SPACING_SECONDS
+        clock = DueClock(poll=settings.TICKWORK_POLL_SECONDS)
+        batch, spacing = settings.TICKWORK_DISPATCH_BATCH, settings.TICKWORK_CLAIM_SPACING_SECONDS
         last = {"at": 0.0, "full": False}
 
         def step() -> float:
@@ -32,12 +32,21 @@ class Command(BaseCommand):
             last["full"] = result.claimed >= batch
             if result.claimed:
                 self.stdout.write(f"dispatched {result.published} (claimed {result.claimed}, skipped {result.skipped})")
-            if result.claimed >= batch:
+            if last["full"]:
                 return 0  # more is due right now
-            due = next_due_at(now=timezone.now())
-            wait = poll if due is None else min(poll, (due - timezone.now()).total_seconds())
-            # Due but not claimed means another dispatcher holds those rows: look again shortly.
-            listener.wait(max(wait, 0.005 if result.claimed == 0 else 0), sleep=time.sleep)
+            if result.materialised:
+                clock.forget()
+            if clock.stale(timezone.now()):
+                clock.asked(next_due_at(now=timezone.now()))
+            while not stop.stopping:
+                # Due but not claimed means another dispatcher holds those rows: look again shortly.
+                wait = max(clock.wait_seconds(timezone.now()), 0.005 if result.claimed == 0 else 0)
+                heard = listener.wait(wait, sleep=time.sleep)
+                if heard is None:
+                    return 0  # the due time (or the poll) came
+                clock.heard(heard)
+                if heard <= timezone.now():
+                    return 0
             return 0
 
         try:
