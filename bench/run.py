@@ -542,7 +542,7 @@ class Bench:
             "empty poll": capture(
                 lambda: claim_due(now=earliest - timedelta(seconds=1), limit=self.batch, publish_grace=grace)
             ),
-            "next-due peek": capture(lambda: next_due_at(now=datetime.now(UTC))),
+            "next-due peek": capture(lambda: next_due_at(after=datetime.now(UTC))),
             "claim": capture(lambda: claim_due(now=datetime.now(UTC), limit=self.batch, publish_grace=grace)),
         }
         self.info["statements"] = {name: [sql for sql, _ in steps] for name, steps in statements.items()}

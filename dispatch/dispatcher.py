@@ -6,15 +6,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 
 from dispatch.claim import claim_due
 from dispatch.publisher import Dispatch, Publisher
 from executions.models import Execution, Origin
 from executions.services import execution_cancel
-from executions.states import ACTIVE, ExecutionState, Moved, fetch, record_events, transition
+from executions.states import ACTIVE, ExecutionState, Moved, record_events, transition
 from jobs import cron
-from jobs.models import ConcurrencyPolicy, Job, JobType, MisfirePolicy
+from jobs.models import ConcurrencyPolicy, Job, MisfirePolicy
 
 logger = logging.getLogger(__name__)
 S = ExecutionState
@@ -37,12 +37,12 @@ def dispatch_once(*, now: datetime, publisher: Publisher, limit: int | None = No
     limit = limit or settings.TICKWORK_DISPATCH_BATCH
     result = DispatchResult()
     with transaction.atomic():
-        claimed = claim_due(
+        claimed, cron_job_ids = claim_due(
             now=now, limit=limit, publish_grace=timedelta(seconds=settings.TICKWORK_PUBLISH_GRACE_SECONDS)
         )
         result.claimed = len(claimed)
         scheduled = [m for m in claimed if m.origin == Origin.SCHEDULE]
-        jobs = _cron_jobs({m.job_id for m in scheduled})
+        jobs = {job.pk: job for job in Job.objects.filter(pk__in=cron_job_ids)} if cron_job_ids else {}
         skipped = _apply_policies([m for m in scheduled if m.job_id in jobs], jobs, now) if jobs else set()
         result.skipped = len(skipped)
         result.materialised = _materialise_next([m for m in scheduled if m.job_id in jobs], jobs, now)
@@ -55,20 +55,6 @@ def dispatch_once(*, now: datetime, publisher: Publisher, limit: int | None = No
         if dispatches:
             transaction.on_commit(lambda: publisher.publish(dispatches))
     return result
-
-
-def _cron_jobs(job_ids: set) -> dict:
-    """The CRON jobs among `job_ids`, by id. Most claimed executions are one-off jobs' own: on
-    PostgreSQL, which of them (if any) are CRON is asked first with one prepared statement; the
-    ORM's IN query over a whole batch cost as much as the claim of a few rows."""
-    if not job_ids:
-        return {}
-    if connection.vendor == "postgresql":
-        rows = fetch("SELECT id FROM jobs_job WHERE id = ANY(%s::uuid[]) AND type = 'CRON'", [[*job_ids]])
-        job_ids = [row[0] for row in rows]
-        if not job_ids:
-            return {}
-    return {job.pk: job for job in Job.objects.filter(pk__in=job_ids, type=JobType.CRON)}
 
 
 def _is_missed(fire: datetime, now: datetime) -> bool:

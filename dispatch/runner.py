@@ -37,7 +37,13 @@ FORCED_EXIT_CODE = 70
 
 
 def worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    return _worker_id(os.getpid())
+
+
+@functools.cache
+def _worker_id(pid: int) -> str:
+    # Asked once per run; the host name does not change under a worker process.
+    return f"{socket.gethostname()}:{pid}"
 
 
 class _Fenced(Exception):
@@ -67,12 +73,16 @@ class _Beat:
         self.ctx = ctx
         self.lease_token = lease_token
         self.lease, self.grace = lease, grace
-        # Raw SQL bypasses the ORM's conversion: SQLite stores UUIDs as 32 hex digits.
-        self.db_id = Execution._meta.pk.get_db_prep_value(uuid.UUID(ctx.execution_id), connection)
         # Monotonic time of the next beat or, once the run was asked to stop, of the forced stop.
         self.due = time.monotonic() + lease / 3
         self.stopping = False
         self.outcome: ExecutionState | None = None  # what to record if the handler stops
+
+    @functools.cached_property
+    def db_id(self) -> Any:
+        """The id as the heartbeat's raw SQL takes it (SQLite stores UUIDs as 32 hex digits).
+        Worked out at the first beat: most runs end before lease/3 and never beat."""
+        return Execution._meta.pk.get_db_prep_value(uuid.UUID(self.ctx.execution_id), connection)
 
 
 class Heartbeats(ProcessThread):

@@ -73,12 +73,11 @@ def test_a_notification_that_cannot_be_read_counts_as_due_now():
     assert before <= _due("2027-01-01T00:00:00") <= timezone.now()  # no offset: not a time we sent
 
 
-@pytest.mark.parametrize("poll", [1.0])
-def test_the_due_clock_asks_again_only_when_what_it_knows_has_come_or_the_poll_passed(poll):
+def test_the_due_clock_asks_again_only_when_what_it_was_told_has_come_or_the_poll_passed():
     """A stream of creates wakes the dispatcher hundreds of times a second; it asks the database
-    for the next due time only when that time has come, or once per poll (work made elsewhere
-    without a notification)."""
-    now = timezone.now()
+    for the next due time only when the time the database gave has come, or once per poll (work
+    made elsewhere without a notification)."""
+    poll, now = 1.0, timezone.now()
     clock = DueClock(poll=poll)
     assert clock.stale(now)  # never asked
 
@@ -86,13 +85,21 @@ def test_the_due_clock_asks_again_only_when_what_it_knows_has_come_or_the_poll_p
     assert not clock.stale(now)
     assert 0.9 < clock.wait_seconds(now) <= poll  # the poll comes before the hour
 
-    clock.heard(now)  # a create due now: claimed next, and the hour is still what lies ahead
-    assert clock.stale(now)
+    clock.heard(now)  # a create due now: claim at once; the hour is still what lies beyond
+    assert clock.wait_seconds(now) <= 0
+    clock.claimed(now)
+    assert not clock.stale(now) and clock.due == now + timedelta(hours=1)
+
+    clock.heard(now + timedelta(seconds=3))  # a delayed job: sleep until then, not the poll
+    clock.heard(now + timedelta(seconds=10))
+    assert 0 < clock.wait_seconds(now) <= 3 and clock.due == now + timedelta(seconds=3)
+    clock.claimed(now)  # not due yet: still ahead
+    assert clock.due == now + timedelta(seconds=3)
+    clock.claimed(now + timedelta(seconds=3))
+    assert clock.due == now + timedelta(hours=1)
+
     clock.asked(now + timedelta(seconds=0.3))
-    assert 0.25 < clock.wait_seconds(now) <= 0.3
-    clock.heard(now + timedelta(seconds=10))  # later than known: changes nothing
-    assert clock.due == now + timedelta(seconds=0.3)
-    assert clock.stale(now + timedelta(seconds=0.3))  # that time came
+    assert not clock.stale(now) and clock.stale(now + timedelta(seconds=0.3))  # that time came
 
     clock.asked(None)  # nothing pending
     assert not clock.stale(now) and clock.wait_seconds(now) <= poll

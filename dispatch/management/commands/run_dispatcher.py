@@ -27,21 +27,20 @@ class Command(BaseCommand):
                 # stream of creates is claimed a few at a time rather than with a claim each.
                 stop.event.wait(last["at"] + spacing - time.monotonic())
             close_old_connections()
-            last["at"] = time.monotonic()
-            result = dispatch_once(now=timezone.now(), publisher=publisher, limit=batch)
+            last["at"], now = time.monotonic(), timezone.now()
+            result = dispatch_once(now=now, publisher=publisher, limit=batch)
             last["full"] = result.claimed >= batch
             if result.claimed:
                 self.stdout.write(f"dispatched {result.published} (claimed {result.claimed}, skipped {result.skipped})")
             if last["full"]:
                 return 0  # more is due right now
+            clock.claimed(now)
             if result.materialised:
                 clock.forget()
             if clock.stale(timezone.now()):
-                clock.asked(next_due_at(now=timezone.now()))
+                clock.asked(next_due_at(after=now))
             while not stop.stopping:
-                # Due but not claimed means another dispatcher holds those rows: look again shortly.
-                wait = max(clock.wait_seconds(timezone.now()), 0.005 if result.claimed == 0 else 0)
-                heard = listener.wait(wait, sleep=time.sleep)
+                heard = listener.wait(clock.wait_seconds(timezone.now()), sleep=time.sleep)
                 if heard is None:
                     return 0  # the due time (or the poll) came
                 clock.heard(heard)
