@@ -18,6 +18,19 @@ from jobs.registry import queue_name
 
 TASK_NAME = "tickwork.run_execution"
 
+# A job's priority (0 HIGH, 1 NORMAL, 2 LOW: the claim's order) as the message priority the
+# broker serves it by, so that HIGH also goes first when a pool's backlog is on the broker: the
+# claim orders only what is still PENDING. kombu's Redis transport keeps a list per priority step
+# (0, 3, 6, 9) and a worker pops the lowest step first; AMQP serves the highest priority first,
+# up to the queue's x-max-priority (CELERY_TASK_QUEUE_MAX_PRIORITY).
+_LOWEST_FIRST = {0: 0, 1: 3, 2: 6}
+_HIGHEST_FIRST = {0: 2, 1: 1, 2: 0}
+
+
+def broker_priority(priority: int, *, transport: str) -> int:
+    """The message priority of a job priority on a broker of `transport` (kombu's driver type)."""
+    return (_HIGHEST_FIRST if transport == "amqp" else _LOWEST_FIRST)[priority]
+
 
 @dataclass(frozen=True)
 class Dispatch:
@@ -68,6 +81,7 @@ class CeleryPublisher:
                 self._publish_each(producer, dispatches)
 
     def _publish_each(self, producer, dispatches: Sequence[Dispatch]) -> None:
+        transport = producer.connection.transport.driver_type
         # kombu's publish batch pipelines where the transport can and publishes at once where not.
         with producer.batch():
             for item in dispatches:
@@ -79,6 +93,7 @@ class CeleryPublisher:
                     routing_key=queue,
                     producer=producer,
                     ignore_result=True,
+                    priority=broker_priority(item.priority, transport=transport),
                 )
 
     def _can_pipeline(self, channel, queues: set[str]) -> bool:
@@ -110,14 +125,14 @@ class CeleryPublisher:
 
     def _publish_redis(self, channel, dispatches: Sequence[Dispatch]) -> None:
         envelope = RedisEnvelope(TASK_NAME, origin=_origin(), reply_to=self.app.thread_oid)
-        queues = [queue_name(item.pool) for item in dispatches]
+        targets = [(queue_name(item.pool), broker_priority(item.priority, transport="redis")) for item in dispatches]
         messages = envelope.render_all(
-            [((item.execution_id, item.lease_token), queue) for item, queue in zip(dispatches, queues, strict=True)]
+            [((item.execution_id, item.lease_token), *target) for item, target in zip(dispatches, targets, strict=True)]
         )
         by_key: dict[str, list[str]] = defaultdict(list)
-        for queue, message in zip(queues, messages, strict=True):
-            # The list a message of priority 0 (apply_async's default) lives in, named as kombu names it.
-            by_key[channel._q_for_pri(queue, 0)].append(message)
+        for (queue, priority), message in zip(targets, messages, strict=True):
+            # The list of the queue's priority step that the message lives in, named as kombu names it.
+            by_key[channel._q_for_pri(queue, priority)].append(message)
         client = self._clients.get(channel)
         if client is None:
             with channel.conn_or_acquire() as client:  # the client kombu itself would write with
@@ -143,7 +158,7 @@ class RedisEnvelope:
     """
 
     def __init__(self, task: str, *, origin: str, reply_to: str) -> None:
-        slot = {name: f"\x00{name}\x00" for name in ("id", "argsrepr", "queue", "body", "tag")}
+        slot = {name: f"\x00{name}\x00" for name in ("id", "argsrepr", "queue", "body", "tag", "priority")}
         message = {
             "body": slot["body"],
             "content-encoding": "utf-8",
@@ -174,7 +189,7 @@ class RedisEnvelope:
                 "reply_to": reply_to,
                 "delivery_mode": 2,
                 "delivery_info": {"exchange": "", "routing_key": slot["queue"]},
-                "priority": 0,
+                "priority": slot["priority"],
                 "body_encoding": "base64",
                 "delivery_tag": slot["tag"],
             },
@@ -184,15 +199,16 @@ class RedisEnvelope:
             template = template.replace(json.dumps(marker), f"%({name})s")
         self.template = template
 
-    def render(self, args: tuple, queue: str) -> str:
-        return self.render_all([(args, queue)])[0]
+    def render(self, args: tuple, queue: str, priority: int = 0) -> str:
+        return self.render_all([(args, queue, priority)])[0]
 
-    def render_all(self, messages: Sequence[tuple[tuple, str]]) -> list[str]:
-        """The messages for (args, queue) pairs, in order, each with a new task id and delivery tag."""
+    def render_all(self, messages: Sequence[tuple[tuple, str, int]]) -> list[str]:
+        """The messages for (args, queue, priority) triples, in order, each with a new task id and
+        delivery tag."""
         ids = _uuid4s(2 * len(messages))
         queues: dict[str, str] = {}
         rendered = []
-        for i, (args, queue) in enumerate(messages):
+        for i, (args, queue, priority) in enumerate(messages):
             if queue not in queues:
                 queues[queue] = json.dumps(queue)
             body = f"[{json.dumps(args)}, {{}}, {_EMBED}]".encode()
@@ -205,6 +221,7 @@ class RedisEnvelope:
                     "queue": queues[queue],
                     "body": f'"{base64.b64encode(body).decode()}"',
                     "tag": f'"{ids[2 * i + 1]}"',
+                    "priority": int(priority),
                 }
             )
         return rendered

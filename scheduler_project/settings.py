@@ -195,6 +195,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     if CELERY_BROKER_URL.startswith(("redis://", "rediss://", "unix://"))
     else {}
 )
+if CELERY_BROKER_URL.startswith(("amqp://", "amqps://", "pyamqp://")):
+    # Queues declared with x-max-priority, so that RabbitMQ serves HIGH before NORMAL before LOW
+    # (the message priorities of dispatch/publisher.py: 2, 1, 0). Redis needs no declaration.
+    CELERY_TASK_QUEUE_MAX_PRIORITY = 2
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_SERIALIZER = "json"

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from dispatch.tests.harness import events, execution_in, history, wait_for
 from executions.models import Execution
-from jobs.models import Job
+from jobs.models import Job, Priority
 
 pytestmark = pytest.mark.e2e
 
@@ -30,6 +30,38 @@ def test_one_off_job_runs_once_and_starts_within_a_second_of_its_time(live, tena
     assert history(done.pk) == [("", "PENDING"), ("PENDING", "QUEUED"), ("QUEUED", "RUNNING"), ("RUNNING", "SUCCEEDED")]
     assert done.lease_token == 1 and done.attempt == 1
     assert Job.objects.get(pk=job.pk).state == "COMPLETED"
+
+
+def test_high_priority_starts_before_a_low_backlog_already_on_the_broker(live, tenant, make_job):
+    """A pool with one worker slot and a backlog of LOW runs that the dispatcher has already
+    published: HIGH jobs created afterwards start next (after at most the run in progress and
+    what the worker had taken ahead), not after the backlog."""
+    live.worker(concurrency=1, wait=False)
+    live.dispatcher()
+    live.ready()
+    now = timezone.now()
+    lows = [
+        make_job(tenant, run_at=now, handler="sleep", payload={"seconds": 0.3}, priority=Priority.LOW, now=now)
+        for _ in range(10)
+    ]
+    wait_for(
+        lambda: Execution.objects.filter(job__in=lows, state="QUEUED").count() >= 8,
+        timeout=15,
+        what="the LOW backlog on the broker",
+    )
+    highs = [make_job(tenant, run_at=timezone.now(), priority=Priority.HIGH) for _ in range(2)]
+
+    wait_for(
+        lambda: Execution.objects.filter(job__in=lows + highs, state="SUCCEEDED").count() == 12,
+        timeout=30,
+        what="every run",
+    )
+    order = list(
+        Execution.objects.filter(job__in=lows + highs).order_by("started_at").values_list("job__priority", flat=True)
+    )
+    lows_before_high = order.index(Priority.HIGH)
+    assert lows_before_high <= 3, f"start order {order}"
+    assert order[lows_before_high : lows_before_high + 2] == [Priority.HIGH, Priority.HIGH]
 
 
 def test_failing_job_is_retried_by_its_policy_and_ends_dead_after_max_attempts(live, tenant, make_job):

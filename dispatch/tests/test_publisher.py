@@ -16,7 +16,7 @@ from django.db import connection
 from django.utils import timezone
 
 from dispatch.dispatcher import dispatch_once
-from dispatch.publisher import TASK_NAME, CeleryPublisher, Dispatch, InMemoryPublisher
+from dispatch.publisher import TASK_NAME, CeleryPublisher, Dispatch, InMemoryPublisher, broker_priority
 from dispatch.tests.harness import Live, wait_for
 from executions.models import Execution
 
@@ -73,7 +73,8 @@ def test_redis_messages_are_what_send_task_writes(broker_url, redis_client):
     app.send_task(
         TASK_NAME, args=("e-1", 7), queue="tickwork.default", routing_key="tickwork.default", ignore_result=True
     )
-    CeleryPublisher(app=app).publish([Dispatch(execution_id="e-1", lease_token=7, pool="default", priority=1)])
+    # HIGH: message priority 0, as send_task's default (other priorities: the test below).
+    CeleryPublisher(app=app).publish([Dispatch(execution_id="e-1", lease_token=7, pool="default", priority=0)])
 
     theirs, ours = redis_client.rpop("tickwork.default"), redis_client.rpop("tickwork.default")
     assert redis_client.llen("tickwork.default") == 0
@@ -82,11 +83,54 @@ def test_redis_messages_are_what_send_task_writes(broker_url, redis_client):
     assert json.loads(ours)["headers"]["id"] != json.loads(theirs)["headers"]["id"]
 
 
+@pytest.mark.parametrize("priority", [0, 1, 2])
+def test_a_priority_goes_where_send_task_puts_that_message_priority(broker_url, redis_client, priority):
+    """HIGH, NORMAL and LOW are message priorities 0, 3 and 6 on Redis: byte for byte what
+    `send_task(priority=…)` stores, in the list of that priority step."""
+    app = celery_app(broker_url)
+    on_broker = broker_priority(priority, transport="redis")
+    app.send_task(
+        TASK_NAME, args=("e-1", 7), queue="tickwork.default", routing_key="tickwork.default", ignore_result=True,
+        priority=on_broker,
+    )  # fmt: skip
+    CeleryPublisher(app=app).publish([Dispatch(execution_id="e-1", lease_token=7, pool="default", priority=priority)])
+
+    key = "tickwork.default" + (f"\x06\x16{on_broker}" if on_broker else "")
+    theirs, ours = redis_client.rpop(key), redis_client.rpop(key)
+    assert redis_client.dbsize() == 0
+    assert without_ids(ours) == without_ids(theirs)
+    assert json.loads(ours)["properties"]["priority"] == on_broker
+
+
+def test_a_worker_takes_high_before_a_low_backlog_already_on_the_broker(broker_url):
+    """The claim orders only what is still PENDING; once a pool's backlog is on the broker, a
+    HIGH published after it is still taken first (kombu's own consumer, as a worker uses it)."""
+    app = celery_app(broker_url)
+    publisher = CeleryPublisher(app=app)
+    publisher.publish([Dispatch(execution_id=f"low-{i}", lease_token=1, pool="default", priority=2) for i in range(5)])
+    publisher.publish([Dispatch(execution_id="normal", lease_token=1, pool="default", priority=1)])
+    publisher.publish([Dispatch(execution_id="high", lease_token=1, pool="default", priority=0)])
+
+    taken = []
+    with app.connection_for_read() as conn, conn.SimpleQueue("tickwork.default") as queue:
+        for _ in range(7):
+            message = queue.get(timeout=5)
+            taken.append(message.payload[0][0])
+            message.ack()
+    assert taken == ["high", "normal"] + [f"low-{i}" for i in range(5)]
+
+
+def test_other_brokers_get_priorities_their_way():
+    """AMQP serves the highest number first (queues declared with x-max-priority 2)."""
+    assert [broker_priority(p, transport="amqp") for p in (0, 1, 2)] == [2, 1, 0]
+    assert [broker_priority(p, transport="redis") for p in (0, 1, 2)] == [0, 3, 6]
+
+
 def test_redis_batch_is_pipelined_in_order_to_each_pool_queue(broker_url, redis_client, monkeypatch):
     """A batch is pushed without `send_task`, to each pool's queue, and consumed in the order given."""
     app = celery_app(broker_url)
     monkeypatch.setattr(app, "send_task", lambda *a, **k: pytest.fail("the Redis path must not call send_task"))
-    dispatches = [Dispatch(execution_id=f"e-{i}", lease_token=i, pool="ab"[i % 2], priority=1) for i in range(2500)]
+    dispatches = [Dispatch(execution_id=f"e-{i}", lease_token=i, pool="ab"[i % 2], priority=0) for i in range(2500)]
 
     CeleryPublisher(app=app).publish(dispatches)
 
@@ -113,7 +157,7 @@ def test_a_publish_signal_receiver_makes_it_use_send_task(broker_url, redis_clie
     signals.before_task_publish.connect(receiver)
     try:
         CeleryPublisher(app=celery_app(broker_url)).publish(
-            [Dispatch(execution_id=f"e-{i}", lease_token=1, pool="default", priority=1) for i in range(3)]
+            [Dispatch(execution_id=f"e-{i}", lease_token=1, pool="default", priority=0) for i in range(3)]
         )
     finally:
         signals.before_task_publish.disconnect(receiver)
