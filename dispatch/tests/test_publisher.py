@@ -233,3 +233,33 @@ def test_a_real_worker_runs_what_the_publisher_sent(transactional_db, broker_url
         survivors = live.stop_all()
     assert not survivors
     assert sorted(e.result["n"] for e in Execution.objects.filter(job__in=jobs)) == list(range(5))
+
+
+def test_on_rabbitmq_a_worker_takes_high_before_a_low_backlog():
+    """RabbitMQ (TICKWORK_TEST_AMQP_URL, default the local server): the pool's queue is declared
+    with x-max-priority, and a HIGH published after a LOW backlog is delivered first."""
+    import kombu.exceptions
+
+    app = celery_app(os.environ.get("TICKWORK_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672//"))
+    app.conf.task_queue_max_priority = 2  # as settings.py sets it for an AMQP broker
+    queue = app.amqp.queues["tickwork.priority-test"]
+    try:
+        with app.connection_for_write() as conn:
+            queue.bind(conn.default_channel).delete()
+    except (OSError, kombu.exceptions.OperationalError) as exc:
+        pytest.skip(f"needs RabbitMQ: {exc}")
+    publisher = CeleryPublisher(app=app)
+    try:
+        publisher.publish([Dispatch(f"low-{i}", 1, "priority-test", priority=2) for i in range(3)])
+        publisher.publish([Dispatch("high", 1, "priority-test", priority=0)])
+
+        taken = []
+        with app.connection_for_read() as conn, conn.SimpleQueue(queue) as simple:
+            for _ in range(4):
+                message = simple.get(timeout=5)
+                taken.append(message.payload[0][0])
+                message.ack()
+        assert taken == ["high", "low-0", "low-1", "low-2"]
+    finally:
+        with app.connection_for_write() as conn:
+            queue.bind(conn.default_channel).delete()
