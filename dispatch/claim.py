@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 from django.db import connection
 
-from executions.states import ExecutionState, Moved, fetch, transition_set
+from executions.states import ExecutionState, Moved, as_uuid, fetch, transition_set
 
 # Why it is shaped so:
 # - `state = 'PENDING' AND available_at <= now` is served by a partial index on the PENDING rows
@@ -75,8 +75,8 @@ def claim_due(*, now: datetime, limit: int, publish_grace: timedelta) -> Claimed
         assignments="lease_token = lease_token + 1, queued_at = %s, republish_at = %s, publish_count = 1",
         assignment_params=[now, now + publish_grace],
     )
-    cron = {str(execution_id) for execution_id, is_cron in due if is_cron}
-    return Claimed(moved, {m.job_id for m in moved if str(m.id) in cron})
+    cron = {as_uuid(execution_id) for execution_id, is_cron in due if is_cron}
+    return Claimed(moved, {m.job_id for m in moved if m.id in cron})
 
 
 def next_due_at(*, after: datetime) -> datetime | None:

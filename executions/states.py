@@ -24,6 +24,7 @@ PostgreSQL each is a single prepared statement, event (and job settling) include
 
 import contextlib
 import functools
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -428,7 +429,7 @@ def transition_set(
     # No savepoint inside a caller's transaction (the dispatcher's, the sweeper's): one statement
     # needs none, and SAVEPOINT and RELEASE were two more round trips per claim.
     with transaction.atomic(savepoint=False):
-        moved = [Moved(*row) for row in fetch(sql, sql_params)]
+        moved = [_moved(row) for row in fetch(sql, sql_params)]
         if moved:
             if not in_statement:
                 record_events(
@@ -440,6 +441,21 @@ def transition_set(
                 )
             _after(target, [(m.id, m.job_id, m.tenant_id, target) for m in moved], now)
     return moved
+
+
+def as_uuid(value: Any) -> uuid.UUID:
+    """An id as raw SQL returns it, as the ORM would: SQLite keeps UUIDs as 32 hex digits, and
+    an id that compared unequal to the ORM's (a cron job looked up by it) was a job not found."""
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
+
+
+def _moved(row: Sequence[Any]) -> Moved:
+    """A row that RETURNING gave, with the values the ORM would have: on SQLite ids come back as
+    hex and times as naive UTC, and the dispatcher's cron arithmetic needs aware times."""
+    execution_id, job_id, *rest, scheduled_for = row
+    if connection.vendor != "postgresql":
+        scheduled_for = connection.ops.convert_datetimefield_value(scheduled_for, None, connection)
+    return Moved(as_uuid(execution_id), as_uuid(job_id), *rest, scheduled_for)
 
 
 def record_events(
