@@ -546,6 +546,14 @@ def _execution_walk(*, scope: list[int] | None, filters: ExecutionFilters, page:
         ]
         if len(walks) == 1:
             rows = walks[0][start:wanted]
+        elif not connection.features.supports_slicing_ordering_in_compound:
+            # SQLite (the embedded default) cannot slice the parts of a UNION; a small install's
+            # history is small enough for the plain ordered walk.
+            rows = (
+                executions.filter(state__in=states, **({"tenant_id__in": tenants} if scope is not None else {}))
+                .order_by("-scheduled_for", "-id")
+                .values_list("scheduled_for", "id")[start:wanted]
+            )
         else:
             merged = walks[0][:wanted].union(*(walk[:wanted] for walk in walks[1:]), all=True)
             rows = merged.order_by("-scheduled_for", "-id")[start:wanted]
