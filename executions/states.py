@@ -429,7 +429,8 @@ def transition_set(
     # No savepoint inside a caller's transaction (the dispatcher's, the sweeper's): one statement
     # needs none, and SAVEPOINT and RELEASE were two more round trips per claim.
     with transaction.atomic(savepoint=False):
-        moved = [_moved(row) for row in fetch(sql, sql_params)]
+        rows = fetch(sql, sql_params)
+        moved = [Moved(*row) for row in rows] if in_statement else [_from_sqlite(row) for row in rows]
         if moved:
             if not in_statement:
                 record_events(
@@ -449,12 +450,11 @@ def as_uuid(value: Any) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
 
 
-def _moved(row: Sequence[Any]) -> Moved:
-    """A row that RETURNING gave, with the values the ORM would have: on SQLite ids come back as
-    hex and times as naive UTC, and the dispatcher's cron arithmetic needs aware times."""
+def _from_sqlite(row: Sequence[Any]) -> Moved:
+    """A row that RETURNING gave on SQLite, with the values the ORM would have: SQLite gives ids
+    as hex and times as naive UTC, and the dispatcher's cron arithmetic needs aware times."""
     execution_id, job_id, *rest, scheduled_for = row
-    if connection.vendor != "postgresql":
-        scheduled_for = connection.ops.convert_datetimefield_value(scheduled_for, None, connection)
+    scheduled_for = connection.ops.convert_datetimefield_value(scheduled_for, None, connection)
     return Moved(as_uuid(execution_id), as_uuid(job_id), *rest, scheduled_for)
 
 
