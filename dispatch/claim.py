@@ -56,16 +56,12 @@ class Claimed(NamedTuple):
 def claim_due(*, now: datetime, limit: int, publish_grace: timedelta) -> Claimed:
     """PENDING → QUEUED for up to `limit` due executions, each under a new lease token.
     Call inside the transaction that publishes after commit (it holds the batch's row locks)."""
-    if connection.vendor == "postgresql":
-        due = fetch(_DUE_POSTGRES, [now, limit, limit])
-        ids = [row[0] for row in due]
-        where, params = "id = ANY(%s)", [ids]
-    else:
-        due = fetch(_DUE_SQLITE, [now, limit])
-        ids = [row[0] for row in due]
-        where, params = f"id IN ({', '.join(['%s'] * len(ids))})", ids
-    if not ids:
+    postgres = connection.vendor == "postgresql"
+    due = fetch(_DUE_POSTGRES, [now, limit, limit]) if postgres else fetch(_DUE_SQLITE, [now, limit])
+    if not due:
         return Claimed([], set())
+    ids = [row[0] for row in due]
+    where, params = ("id = ANY(%s)", [ids]) if postgres else (f"id IN ({', '.join(['%s'] * len(ids))})", ids)
     moved = transition_set(
         source=ExecutionState.PENDING,
         target=ExecutionState.QUEUED,
