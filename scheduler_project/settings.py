@@ -246,3 +246,12 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("TICKWORK_LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# --- Web role: request bodies ---------------------------------------------------------------------
+# The largest request body the web role takes in, refused with 413 before it is read (see
+# scheduler_project/request_body.py). Room for a job of the largest payload with its other fields,
+# so that the API, not the server, explains an oversized payload.
+TICKWORK_MAX_REQUEST_BYTES = int(
+    os.environ.get("TICKWORK_MAX_REQUEST_BYTES", str(max(1024 * 1024, 2 * TICKWORK_MAX_PAYLOAD_BYTES)))
+)
+DATA_UPLOAD_MAX_MEMORY_SIZE = TICKWORK_MAX_REQUEST_BYTES
