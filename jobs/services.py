@@ -24,7 +24,9 @@ class IdempotencyConflict(Exception):
 
 
 class QuotaExceeded(Exception):
-    pass
+    def __init__(self, reason: str, *, retry_after: int = 60) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after  # seconds, for the 429's Retry-After
 
 
 def request_fingerprint(data: dict[str, Any]) -> str:
@@ -85,7 +87,8 @@ def job_create(
         if existing:
             return CreateResult(existing, created=False)
     if reason := submit_rate_check(tenant=tenant, now=now):
-        raise QuotaExceeded(reason)
+        # The rate's window is the minute: a retry after its end is counted afresh.
+        raise QuotaExceeded(reason, retry_after=60 - int(now.timestamp()) % 60)
     try:
         with transaction.atomic():
             if tenant.max_active_jobs is not None:

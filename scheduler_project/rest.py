@@ -8,6 +8,8 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.utils import json
 
+from scheduler_project.middleware import DATABASE_UNAVAILABLE, DATABASE_UNAVAILABLE_MESSAGE
+
 
 class PayloadTooLarge(exceptions.ParseError):
     status_code = status.HTTP_400_BAD_REQUEST
@@ -68,5 +70,15 @@ def exception_handler(exc, context):
     if isinstance(exc, InvalidJobTransition | InvalidTransition):
         return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, QuotaExceeded):
-        return Response({"detail": str(exc)}, status=status.HTTP_429_TOO_MANY_REQUESTS)
+        return Response(
+            {"detail": str(exc)},
+            status=status.HTTP_429_TOO_MANY_REQUESTS,
+            headers={"Retry-After": str(exc.retry_after)},
+        )
+    if isinstance(exc, DATABASE_UNAVAILABLE):
+        return Response(
+            {"detail": DATABASE_UNAVAILABLE_MESSAGE},
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(settings.TICKWORK_DB_RETRY_AFTER_SECONDS)},
+        )
     return drf_exception_handler(exc, context)

@@ -255,3 +255,26 @@ TICKWORK_MAX_REQUEST_BYTES = int(
     os.environ.get("TICKWORK_MAX_REQUEST_BYTES", str(max(1024 * 1024, 2 * TICKWORK_MAX_PAYLOAD_BYTES)))
 )
 DATA_UPLOAD_MAX_MEMORY_SIZE = TICKWORK_MAX_REQUEST_BYTES
+
+# --- Database connections: a bounded pool per process ---------------------------------------------
+# On PostgreSQL each process takes its connections from a pool of its own (psycopg_pool through
+# Django's OPTIONS["pool"]): a thread holds one only for a request or a unit of work and returns it
+# after, and a process never holds more than DATABASE_POOL_MAX_SIZE. Without it, an ASGI server
+# kept one connection per request thread for CONN_MAX_AGE, and a crowd of clients exhausted
+# max_connections. A process's threads fix what it uses at most (README, "Production deployment"):
+# the web role up to the pool's size, a dispatcher 2 (its LISTEN connection is its own), a sweeper
+# 1, a worker process 3 (its run, its heartbeats, its outcome recorder). DATABASE_POOL=false goes
+# back to a connection per thread kept for DATABASE_CONN_MAX_AGE, e.g. behind PgBouncer.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and _env_bool("DATABASE_POOL", True):
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps the connections
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": int(os.environ.get("DATABASE_POOL_MIN_SIZE", "0")),
+        # At least a worker process's three threads, which each hold one while a run lasts.
+        "max_size": max(3, int(os.environ.get("DATABASE_POOL_MAX_SIZE", "6"))),
+        # A request waits this long for a free connection, then answers 503 with Retry-After.
+        "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "10")),
+        # Connections opened for a burst are closed after this long unused.
+        "max_idle": 60.0,
+    }
+TICKWORK_DB_RETRY_AFTER_SECONDS = 5  # Retry-After of a 503 when the database is unreachable or full
+MIDDLEWARE.insert(1, "scheduler_project.middleware.DatabaseUnavailableMiddleware")

@@ -1,0 +1,74 @@
+"""Database connections of the web role through the real server (daphne): a crowd of clients
+stays within the process's pool, and a database that is unreachable or full answers 503 with
+Retry-After, never 500."""
+
+import http.client
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import psycopg
+from django.db import connection
+
+from scheduler_project.tests.conftest import database_url
+from tenants.services import token_create
+
+
+def _get(port: int, path: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    client = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        client.request("GET", path, headers=headers)
+        response = client.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        client.close()
+
+
+def test_defect6_sixty_concurrent_gets_stay_within_the_web_pool(web_server, tenant, make_job):
+    """60 concurrent GET /v1/jobs all answer 200, and the server never holds more connections to
+    the database than DATABASE_POOL_MAX_SIZE (it kept one per request thread: 18 → 55)."""
+    make_job(tenant)
+    _, token = token_create(tenant=tenant)
+    server = web_server(DATABASE_POOL_MAX_SIZE="4")
+    dsn = database_url()
+    name = connection.settings_dict["NAME"]
+    peak, done = [0], threading.Event()
+
+    def watch() -> None:
+        # Every connection to the test database but the test's own (which watches from here).
+        with psycopg.connect(dsn.replace("postgres://", "postgresql://"), autocommit=True) as watcher:
+            while not done.is_set():
+                (count,) = watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
+                    " AND backend_type = 'client backend'",
+                    [name],
+                ).fetchone()
+                peak[0] = max(peak[0], count - 1)  # the test's own connection
+                done.wait(0.01)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        with ThreadPoolExecutor(60) as crowd:
+            answers = list(
+                crowd.map(lambda _: _get(server.port, "/v1/jobs", {"Authorization": f"Bearer {token}"}), range(60))
+            )
+    finally:
+        done.set()
+        watcher.join()
+    assert [status for status, _, _ in answers] == [200] * 60, server.log()
+    assert 1 <= peak[0] <= 4, f"the web role held {peak[0]} connections"
+
+
+def test_defect6_database_unreachable_answers_503_with_retry_after(web_server):
+    """With PostgreSQL unreachable, the API, the dashboard and the admin answer 503 with
+    Retry-After (they answered 500)."""
+    dead = database_url(PORT="1")  # nothing listens on port 1
+    server = web_server(DATABASE_URL=dead, DATABASE_POOL_TIMEOUT="1")
+    status, headers, body = _get(server.port, "/v1/jobs", {"Authorization": "Bearer tw_anything"})
+    assert status == 503, body
+    assert int(headers["retry-after"]) > 0
+    assert b"database" in body
+    for path in ("/dashboard/", "/admin/"):
+        status, headers, _ = _get(server.port, path, {"Cookie": "sessionid=abcdefghijklmnopqrstuvwxyz012345"})
+        assert status == 503, path
+        assert int(headers["retry-after"]) > 0
