@@ -31,3 +31,28 @@ class DatabaseUnavailableMiddleware:
             response = JsonResponse({"detail": DATABASE_UNAVAILABLE_MESSAGE}, status=503)
         response["Retry-After"] = str(settings.TICKWORK_DB_RETRY_AFTER_SECONDS)
         return response
+
+
+class ContentSecurityPolicyMiddleware:
+    """Sends settings.CONTENT_SECURITY_POLICY on every response that has none of its own."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if settings.CONTENT_SECURITY_POLICY:
+            response.headers.setdefault("Content-Security-Policy", settings.CONTENT_SECURITY_POLICY)
+        return response
+
+
+def login_locked_out(request, original_response=None, credentials=None):
+    """django-axes' answer to a login attempt while locked out: 429, saying when to come back."""
+    seconds = int(settings.AXES_COOLOFF_TIME.total_seconds())
+    response = HttpResponse(
+        f"Too many failed logins. Try again in {max(1, seconds // 60)} minutes.\n",
+        status=429,
+        content_type="text/plain",
+    )
+    response["Retry-After"] = str(seconds)
+    return response

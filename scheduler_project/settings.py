@@ -6,6 +6,7 @@ Redis or RabbitMQ). Nothing else in the code base reads the environment.
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -278,3 +279,42 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and _env_bo
     }
 TICKWORK_DB_RETRY_AFTER_SECONDS = 5  # Retry-After of a 503 when the database is unreachable or full
 MIDDLEWARE.insert(1, "scheduler_project.middleware.DatabaseUnavailableMiddleware")
+
+# --- Deployment hardening (README, "Production deployment") ---------------------------------------
+# Off by default, so that the embedded default answers on plain http://127.0.0.1; behind TLS turn
+# them on. `manage.py check --deploy` is clean with the README's production variables.
+SECURE_SSL_REDIRECT = _env_bool("DJANGO_SECURE_SSL_REDIRECT", False)
+SECURE_REDIRECT_EXEMPT = [r"^v1/health$"]  # load balancers' health checks may come over plain HTTP
+SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = _env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = _env_bool("DJANGO_SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = _env_bool("DJANGO_CSRF_COOKIE_SECURE", False)
+# "HTTP_X_FORWARDED_PROTO,https": a request is secure when the TLS-terminating proxy says so. Set
+# it only behind a proxy that overwrites that header, or any client could claim https.
+if _proxy_ssl_header := _env_list("DJANGO_SECURE_PROXY_SSL_HEADER", ""):
+    SECURE_PROXY_SSL_HEADER = tuple(_proxy_ssl_header)
+# Scripts only from this site (the dashboard's, the admin's, Swagger UI's from its pip package);
+# inline style attributes are allowed (the dashboard's bars, Swagger UI's own), inline scripts not.
+CONTENT_SECURITY_POLICY = os.environ.get(
+    "DJANGO_CONTENT_SECURITY_POLICY",
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; "
+    "frame-ancestors 'none'",
+)
+MIDDLEWARE.insert(1, "scheduler_project.middleware.ContentSecurityPolicyMiddleware")
+
+# Failed logins (admin and dashboard) are throttled by django-axes: after TICKWORK_LOGIN_FAILURE_LIMIT
+# failures for one user name from one address, that pair is refused with 429 (and Retry-After) for
+# TICKWORK_LOGIN_LOCKOUT_MINUTES, counted again from each refused try. The counts are rows in the
+# database, so every web process sees them. The address is REMOTE_ADDR: behind a proxy, run daphne
+# with --proxy-headers so that it is the client's.
+INSTALLED_APPS.append("axes")
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")  # last, as axes requires
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("TICKWORK_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("TICKWORK_LOGIN_LOCKOUT_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_DISABLE_ACCESS_LOG = True  # no row per successful login
+AXES_LOCKOUT_CALLABLE = "scheduler_project.middleware.login_locked_out"
