@@ -1,9 +1,20 @@
 import os
 
 from celery import Celery
+from celery.signals import worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
 
 app = Celery("tickwork")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_process_init.connect
+def _own_connection_pool(**kwargs) -> None:
+    """A prefork pool process is forked from the worker's parent. Were the parent to have used the
+    database, the child would inherit its connection pool without the threads that serve it and
+    with connections the parent still holds: each pool process starts a pool of its own."""
+    from django.db.backends.postgresql.base import DatabaseWrapper
+
+    DatabaseWrapper._connection_pools.clear()

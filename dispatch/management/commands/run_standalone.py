@@ -5,6 +5,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+from django.db import connections
 
 from dispatch.standalone import Supervisor, role_commands
 from jobs import registry
@@ -42,6 +43,7 @@ class Command(BaseCommand):
         log_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "DJANGO_SETTINGS_MODULE": "scheduler_project.settings"}
         children = role_commands(host=host, port=port, pools=registry.pools(), concurrency=concurrency)
+        connections.close_all()  # the supervisor needs the database no more; its roles have their own
         Supervisor(children, env=env, log_dir=log_dir).run()
 
     def _first_run_setup(self) -> str:
