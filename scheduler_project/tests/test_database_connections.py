@@ -71,3 +71,19 @@ def test_defect6_database_unreachable_answers_503_with_retry_after(web_server):
         status, headers, _ = _get(server.port, path, {"Cookie": "sessionid=abcdefghijklmnopqrstuvwxyz012345"})
         assert status == 503, path
         assert int(headers["retry-after"]) > 0
+
+
+def test_defect6_database_full_answers_503_with_retry_after(api, monkeypatch):
+    """PostgreSQL refusing a connection ("too many clients already"), or no pooled connection
+    coming free in time, is a 503 with Retry-After (it was a 500)."""
+    from django.db import OperationalError
+
+    from jobs.api import JobListCreateApi
+
+    def full(*args, **kwargs):
+        raise OperationalError("FATAL: sorry, too many clients already")
+
+    monkeypatch.setattr(JobListCreateApi, "get_queryset", full)
+    response = api.get("/v1/jobs")
+    assert response.status_code == 503
+    assert int(response["Retry-After"]) > 0
