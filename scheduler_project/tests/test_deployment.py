@@ -19,7 +19,7 @@ PASSWORD = "correct horse battery staple"
 def _production_env() -> dict[str, str]:
     """The variables of the README's production block, with a real key in place of the hint."""
     readme = (ROOT / "README.md").read_text()
-    block = re.search(r"<!-- production-env -->\s*```bash\n(.*?)```", readme, re.S).group(1)
+    block = re.search(r"<!-- production-env -->\s*```ini\n(.*?)```", readme, re.S).group(1)
     env = dict(line.split("=", 1) for line in block.strip().splitlines())
     assert env["DJANGO_SECRET_KEY"].startswith("<")
     env["DJANGO_SECRET_KEY"] = secrets.token_urlsafe(50)
