@@ -13,7 +13,8 @@ from datetime import datetime
 
 import psycopg
 from django.db import connection
-from django.utils import timezone
+
+from scheduler_project.clock import db_now
 
 CHANNEL = "tickwork_due"
 logger = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ def _due(payload: str) -> datetime:
         due = datetime.fromisoformat(payload)
     except ValueError:
         due = None
-    return due if due is not None and due.tzinfo is not None else timezone.now()
+    return due if due is not None and due.tzinfo is not None else db_now()
 
 
 class DueClock:
