@@ -20,12 +20,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import OperationalError, close_old_connections, connection, transaction
+from django.db import InterfaceError, OperationalError, close_old_connections, connection, transaction
 
 from dispatch.context import ExecutionStopped, HandlerContext
 from executions.models import Execution
 from executions.services import execution_settle_failure
-from executions.states import ExecutionState, Success, record_successes, start_run, transition
+from executions.states import ExecutionState, Started, Success, record_successes, start_run, transition
 from jobs import registry
 from scheduler_project.clock import db_now
 from scheduler_project.process_thread import ProcessThread
@@ -306,14 +306,7 @@ def run(*, execution_id: str, lease_token: int, defer_success: bool = False) -> 
     returned means handed over."""
     close_old_connections()
     lease = settings.TICKWORK_LEASE_SECONDS
-    now = db_now()
-    row = start_run(
-        execution_id=execution_id,
-        lease_token=lease_token,
-        now=now,
-        worker_id=worker_id(),
-        lease=timedelta(seconds=lease),
-    )
+    row = _start(execution_id, lease_token, lease=lease)
     if row is None:
         logger.info(
             "dropping delivery of %s (lease %s): not the current lease or not queued", execution_id, lease_token
@@ -358,6 +351,40 @@ def run(*, execution_id: str, lease_token: int, defer_success: bool = False) -> 
         return S.FAILED
     finally:
         heartbeats.remove(beat)
+
+
+def _start(execution_id: str, lease_token: int, *, lease: float) -> Started | None:
+    """QUEUED → RUNNING under `lease_token` (`start_run`), once more on a new connection if the
+    database connection turned out to be dead. After a PostgreSQL restart each worker process
+    finds out on its next delivery; without the second try that delivery was lost and its run
+    waited for the publish grace. The second try is safe: the start is conditional on the state
+    and the lease token, so if the first did commit before the connection died, the second
+    changes nothing and answers None (the delivery is dropped; the run's lease expires and the
+    sweeper retries it, as after a worker crash at that point)."""
+
+    def start() -> Started | None:
+        return start_run(
+            execution_id=execution_id,
+            lease_token=lease_token,
+            now=db_now(),
+            worker_id=worker_id(),
+            lease=timedelta(seconds=lease),
+        )
+
+    try:
+        return start()
+    except (OperationalError, InterfaceError):
+        if connection.in_atomic_block or not _connection_lost():
+            raise
+        logger.warning("database connection lost; starting %s again on a new connection", execution_id)
+        connection.close()
+        return start()
+
+
+def _connection_lost() -> bool:
+    """Whether this thread's database connection is gone (closed, broken, or never opened)."""
+    raw = connection.connection
+    return raw is None or bool(getattr(raw, "closed", False))
 
 
 def _run_handler(ctx: HandlerContext, spec: registry.HandlerSpec, lease_token: int, *, defer: bool) -> ExecutionState:
