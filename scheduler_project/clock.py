@@ -21,6 +21,8 @@ process, all its threads, and the processes forked from it (the monotonic clock 
 On SQLite the database is a file on this host, so its clock is the local one.
 """
 
+import logging
+import os
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -31,8 +33,14 @@ from django.utils import timezone
 # often is nothing; it bounds the drift between the monotonic and the database's clock.
 REFRESH_SECONDS = 60.0
 
+# A host clock this far from the database's is worth a word to the operator: it no longer decides
+# anything here, but the host's logs and anything else on it that trusts its clock are that far off.
+SKEW_WARNING_SECONDS = 1.0
+
+logger = logging.getLogger(__name__)
 # (monotonic time, the database's time at that instant), or None before the first measurement.
 _anchor: tuple[float, datetime] | None = None
+_skew_reported_by: int | None = None  # the pid that said so: once per process
 
 
 def db_now() -> datetime:
@@ -57,4 +65,16 @@ def measure() -> tuple[float, datetime]:
         after = time.monotonic()
         (db_time,) = cursor.fetchone()
     _anchor = ((before + after) / 2, db_time.astimezone(UTC))
+    _report_skew((db_time - datetime.now(UTC)).total_seconds())  # within a round trip: plenty here
     return _anchor
+
+
+def _report_skew(seconds: float) -> None:
+    global _skew_reported_by
+    if abs(seconds) >= SKEW_WARNING_SECONDS and _skew_reported_by != os.getpid():
+        _skew_reported_by = os.getpid()
+        logger.warning(
+            "this host's clock is %.1fs %s the database's; Tickwork uses the database's",
+            abs(seconds),
+            "behind" if seconds > 0 else "ahead of",
+        )

@@ -39,6 +39,7 @@ class _Stop:
         self.waits.append(seconds)
 
 
+@pytest.mark.django_db  # the loop closes broken connections after a failure
 def test_defect10_a_role_waits_for_the_database_with_one_line_not_a_traceback_per_try(caplog):
     """While the database is unreachable a role's loop tries again after a growing pause and
     says so once (then once a minute), without a traceback; it says when it works again."""
