@@ -41,7 +41,8 @@ def test_defect12_db_now_is_the_database_clock_without_a_statement_per_call(post
 
     assert len(first) == 1 and len(later) == 0
     assert times == sorted(times)
-    assert timedelta(0) <= after - times[-1] < timedelta(seconds=1)
+    # Off by at most half the measuring round trip (more if this process was descheduled in it).
+    assert abs(after - times[-1]) < timedelta(seconds=1)
     assert before.tzinfo is not None
 
     mono, at = clock._anchor
