@@ -29,6 +29,7 @@ from jobs.models import Backoff as BackoffChoice
 from jobs.models import ConcurrencyPolicy, JobType, MisfirePolicy, Priority
 from jobs.selectors import job_get
 from jobs.states import JobState
+from scheduler_project.clock import db_now
 from tenants.selectors import scope_of, tenant_for_create
 
 LOGIN_URL = reverse_lazy("login")
@@ -231,7 +232,7 @@ def job_create(request: HttpRequest) -> HttpResponse:
     tenant = tenant_for_create(scope=request.tenant_scope, slug=form.values.get("tenant", ""))
     if tenant is None and "tenant" not in form.errors:
         form.errors["tenant"] = ["choose a tenant you belong to"]
-    now = timezone.now()
+    now = db_now()
     if form.errors:
         services.audit_invalid(
             actor=actor,
@@ -283,7 +284,7 @@ def job_edit(request: HttpRequest, job_id: uuid.UUID) -> HttpResponse:
         return _page(request, "dashboard/job_form.html", _form_context(request, form, job=job, creating=False))
     actor = Actor.of(request)
     form = forms.bind_update(request.POST, job=job)
-    now = timezone.now()
+    now = db_now()
     if form.errors:
         if form.errors.get("general") != ["nothing changed"]:
             services.audit_invalid(
@@ -310,11 +311,11 @@ def job_action(request: HttpRequest, job_id: uuid.UUID, action: str) -> HttpResp
     job = job_get(scope=request.tenant_scope, job_id=job_id)
     if job is None:
         services.audit_not_found(
-            actor=actor, action=f"job.{action}", target_type="job", target_id=str(job_id), now=timezone.now()
+            actor=actor, action=f"job.{action}", target_type="job", target_id=str(job_id), now=db_now()
         )
         raise Http404("no such job")
     try:
-        outcome = services.job_act(actor=actor, job=job, action=action, now=timezone.now())
+        outcome = services.job_act(actor=actor, job=job, action=action, now=db_now())
         messages.success(request, f"“{job.name}”: {outcome}.")
     except ActionRefused as exc:
         messages.error(request, f"“{job.name}”: {action} refused — {exc}.")
@@ -406,17 +407,17 @@ def execution_action(request: HttpRequest, execution_id: uuid.UUID, action: str)
             action=f"execution.{action}",
             target_type="execution",
             target_id=str(execution_id),
-            now=timezone.now(),
+            now=db_now(),
         )
         raise Http404("no such execution")
     try:
         if action == "cancel":
-            state = services.execution_cancel_audited(actor=actor, execution=execution, now=timezone.now())
+            state = services.execution_cancel_audited(actor=actor, execution=execution, now=db_now())
             messages.success(
                 request, "Cancelled." if state == S.CANCELLED else "Cancel requested; the worker stops it shortly."
             )
         else:
-            redriven = services.execution_retry_audited(actor=actor, execution=execution, now=timezone.now())
+            redriven = services.execution_retry_audited(actor=actor, execution=execution, now=db_now())
             messages.success(request, f"Re-driven: attempt {redriven.attempt} is pending.")
     except ActionRefused as exc:
         messages.error(request, f"{action.capitalize()} refused — {exc}.")
@@ -438,7 +439,7 @@ def executions_retry(request: HttpRequest) -> HttpResponse:
         except ValueError:
             continue
     found = execution_list(scope=request.tenant_scope).select_related("job").in_bulk(wanted)
-    now = timezone.now()
+    now = db_now()
     for missing in set(wanted) - set(found):
         services.audit_not_found(
             actor=actor, action="execution.retry", target_type="execution", target_id=str(missing), now=now

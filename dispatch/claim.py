@@ -17,7 +17,8 @@ from executions.states import ExecutionState, Moved, as_uuid, fetch, transition_
 # - FOR UPDATE SKIP LOCKED: concurrent dispatchers take disjoint batches instead of queueing on
 #   each other's row locks; correctness never depends on there being one dispatcher.
 # - `now` is a parameter, not now()/clock_timestamp(): the planner can use the index bound,
-#   and tests control time.
+#   and tests control time. The dispatcher passes the database's clock all the same
+#   (scheduler_project/clock.py), so a dispatcher host with a fast clock fires nothing early.
 # - The job must be ACTIVE: a paused job's pending execution waits where it is. The same probe of
 #   the job says whether it is a cron job (the dispatcher then materialises its next fire), so
 #   that takes no statement of its own.

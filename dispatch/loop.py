@@ -3,9 +3,10 @@
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 
-from django.db import close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections
 
 logger = logging.getLogger(__name__)
 
@@ -27,18 +28,53 @@ class StopFlag:
         return self.event.is_set()
 
 
+# A failed unit of work is tried again after a pause that doubles with each failure in a row:
+# soon after a blip, and no busy loop while the database is down for a while.
+RETRY_FIRST_SECONDS = 0.5
+RETRY_MAX_SECONDS = 8.0
+# While the database stays unreachable, how often it is said again in the log.
+REPEAT_LOG_SECONDS = 60.0
+
+
 def run_forever(*, name: str, step: Callable[[], float], stop: StopFlag) -> None:
     """Call `step` until stopped; `step` does one unit of work and returns how long to wait
-    (it may wait itself and return 0). An error is logged and retried after a pause, so a
-    database restart does not kill the role."""
+    (it may wait itself and return 0). A failure is logged and retried after a growing pause, so
+    a role started before the database, or outliving its restart, waits for it and carries on.
+    An unreachable database is one line in the log when it starts, one a minute while it lasts,
+    and one when it ends; not a traceback per try."""
     logger.info("%s started", name)
+    failures, down_since, logged_at = 0, 0.0, float("-inf")
     while not stop.stopping:
         try:
             delay = step()
+        except (OperationalError, InterfaceError) as exc:
+            close_old_connections()
+            delay = _pause(failures)
+            now = time.monotonic()
+            if not failures:
+                down_since = now
+            if now - logged_at >= REPEAT_LOG_SECONDS:
+                logged_at = now
+                logger.warning(
+                    "%s: waiting for the database (unavailable for %.0fs): %s",
+                    name,
+                    now - down_since,
+                    str(exc).strip().split("\n", 1)[0] or exc.__class__.__name__,
+                )
+            failures += 1
         except Exception:
             logger.exception("%s: unit of work failed; retrying", name)
             close_old_connections()
-            delay = 1.0
+            delay = _pause(failures)
+            failures += 1
+        else:
+            if failures:
+                logger.info("%s: working again after %d failed tries", name, failures)
+            failures, logged_at = 0, float("-inf")
         if delay > 0:
             stop.event.wait(delay)
     logger.info("%s stopped", name)
+
+
+def _pause(failures: int) -> float:
+    return min(RETRY_MAX_SECONDS, RETRY_FIRST_SECONDS * 2**failures)

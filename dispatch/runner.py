@@ -20,14 +20,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import OperationalError, close_old_connections, connection, transaction
-from django.utils import timezone
+from django.db import InterfaceError, OperationalError, close_old_connections, connection, transaction
 
 from dispatch.context import ExecutionStopped, HandlerContext
 from executions.models import Execution
 from executions.services import execution_settle_failure
-from executions.states import ExecutionState, Success, record_successes, start_run, transition
+from executions.states import ExecutionState, Started, Success, record_successes, start_run, transition
 from jobs import registry
+from scheduler_project.clock import db_now
 from scheduler_project.process_thread import ProcessThread
 
 logger = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class CheckpointStore:
 
     def save(self, data: Any) -> None:
         updated = Execution.objects.filter(pk=self.execution_id, state=S.RUNNING, lease_token=self.lease_token).update(
-            checkpoint=data, updated_at=timezone.now()
+            checkpoint=data, updated_at=db_now()
         )
         if not updated:
             raise ExecutionStopped("lease lost; checkpoint not saved")
@@ -143,7 +143,7 @@ class Heartbeats(ProcessThread):
                 beat.due = time.monotonic() + (beat.grace if beat.stopping else beat.lease / 3)
 
     def _beat(self, beat: _Beat) -> None:
-        now = timezone.now()
+        now = db_now()
         with connection.cursor() as cursor:
             cursor.execute(
                 "UPDATE executions_execution SET lease_expires_at = %s, heartbeat_at = %s"
@@ -266,7 +266,7 @@ def flush_outcomes(timeout: float) -> bool:
 
 
 def _record_stop(ctx: HandlerContext, lease_token: int, outcome: ExecutionState | None) -> None:
-    now = timezone.now()
+    now = db_now()
     if outcome == S.CANCELLED:
         transition(
             execution_id=ctx.execution_id,
@@ -283,7 +283,7 @@ def _record_stop(ctx: HandlerContext, lease_token: int, outcome: ExecutionState 
 
 
 def _record_failure(ctx: HandlerContext, lease_token: int, state: ExecutionState, *, error: str, trace: str) -> None:
-    now = timezone.now()
+    now = db_now()
     with transaction.atomic():
         if transition(
             execution_id=ctx.execution_id,
@@ -306,14 +306,7 @@ def run(*, execution_id: str, lease_token: int, defer_success: bool = False) -> 
     returned means handed over."""
     close_old_connections()
     lease = settings.TICKWORK_LEASE_SECONDS
-    now = timezone.now()
-    row = start_run(
-        execution_id=execution_id,
-        lease_token=lease_token,
-        now=now,
-        worker_id=worker_id(),
-        lease=timedelta(seconds=lease),
-    )
+    row = _start(execution_id, lease_token, lease=lease)
     if row is None:
         logger.info(
             "dropping delivery of %s (lease %s): not the current lease or not queued", execution_id, lease_token
@@ -360,19 +353,53 @@ def run(*, execution_id: str, lease_token: int, defer_success: bool = False) -> 
         heartbeats.remove(beat)
 
 
+def _start(execution_id: str, lease_token: int, *, lease: float) -> Started | None:
+    """QUEUED → RUNNING under `lease_token` (`start_run`), once more on a new connection if the
+    database connection turned out to be dead. After a PostgreSQL restart each worker process
+    finds out on its next delivery; without the second try that delivery was lost and its run
+    waited for the publish grace. The second try is safe: the start is conditional on the state
+    and the lease token, so if the first did commit before the connection died, the second
+    changes nothing and answers None (the delivery is dropped; the run's lease expires and the
+    sweeper retries it, as after a worker crash at that point)."""
+
+    def start() -> Started | None:
+        return start_run(
+            execution_id=execution_id,
+            lease_token=lease_token,
+            now=db_now(),
+            worker_id=worker_id(),
+            lease=timedelta(seconds=lease),
+        )
+
+    try:
+        return start()
+    except (OperationalError, InterfaceError):
+        if connection.in_atomic_block or not _connection_lost():
+            raise
+        logger.warning("database connection lost; starting %s again on a new connection", execution_id)
+        connection.close()
+        return start()
+
+
+def _connection_lost() -> bool:
+    """Whether this thread's database connection is gone (closed, broken, or never opened)."""
+    raw = connection.connection
+    return raw is None or bool(getattr(raw, "closed", False))
+
+
 def _run_handler(ctx: HandlerContext, spec: registry.HandlerSpec, lease_token: int, *, defer: bool) -> ExecutionState:
     if spec.atomic:
         # The handler's own writes and SUCCEEDED commit together, or neither does.
         with transaction.atomic():
             result = spec.func(ctx)
             json.dumps(result)  # a result that cannot be stored is a handler error, raised here
-            if not _record_success(ctx.execution_id, lease_token, result, timezone.now()):
+            if not _record_success(ctx.execution_id, lease_token, result, db_now()):
                 raise _Fenced()
         return S.SUCCEEDED
     # A handler that returned did its work: record it even if a stop was asked meanwhile.
     result = spec.func(ctx)
     json.dumps(result)
-    finished = timezone.now()  # when it returned, not when the recorder gets to it
+    finished = db_now()  # when it returned, not when the recorder gets to it
     if defer:
         OutcomeRecorder.of_process().submit(Success(ctx.execution_id, lease_token, result, finished))
     elif not _record_success(ctx.execution_id, lease_token, result, finished):
@@ -397,7 +424,7 @@ def _record_success(execution_id: str, lease_token: int, result: Any, now: datet
 
 
 def _record_successes(successes: list[Success]) -> None:
-    recorded = record_successes(successes, now=timezone.now())
+    recorded = record_successes(successes, now=db_now())
     for success in successes:
         if str(success.execution_id) not in recorded:
             logger.warning("execution %s finished after its lease moved on; outcome discarded", success.execution_id)

@@ -13,7 +13,8 @@ from datetime import datetime
 
 import psycopg
 from django.db import connection
-from django.utils import timezone
+
+from scheduler_project.clock import db_now
 
 CHANNEL = "tickwork_due"
 logger = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ def _due(payload: str) -> datetime:
         due = datetime.fromisoformat(payload)
     except ValueError:
         due = None
-    return due if due is not None and due.tzinfo is not None else timezone.now()
+    return due if due is not None and due.tzinfo is not None else db_now()
 
 
 class DueClock:
@@ -87,18 +88,47 @@ class DueClock:
 
 class Listener:
     """A dedicated autocommit connection that LISTENs; `wait` returns early on a notification.
-    If the connection drops (PostgreSQL restarted), `wait` sleeps instead and listens again on a
-    new connection the next time: the dispatcher polls meanwhile and loses no work."""
+    If it cannot listen (PostgreSQL is down or restarting, at start or later), `wait` sleeps
+    instead and tries again, at once the first time and then after a pause that doubles with
+    each failure, up to RETRY_MAX_SECONDS, with one warning per try: the dispatcher polls
+    meanwhile and loses no work. Never raises: a dispatcher started before the database waits
+    for it like every other role, instead of exiting."""
+
+    RETRY_MAX_SECONDS = 30.0
 
     def __init__(self) -> None:
         self._params = connection.get_connection_params() if connection.vendor == "postgresql" else None
         self._conn: psycopg.Connection | None = None
+        self._failures = 0
+        self._retry_at = float("-inf")  # monotonic
         if self._params is not None:
+            # Listening from the start: a notification sent before the first wait is not missed.
             self._listen()
 
-    def _listen(self) -> None:
-        self._conn = psycopg.connect(**self._params, autocommit=True)
-        self._conn.execute(f"LISTEN {CHANNEL}")
+    def _listen(self) -> bool:
+        """Listen on a new connection, unless the last failure's pause is not over. Whether it listens."""
+        if time.monotonic() < self._retry_at:
+            return False
+        try:
+            self._conn = psycopg.connect(**self._params, autocommit=True)
+            self._conn.execute(f"LISTEN {CHANNEL}")
+        except psycopg.Error as exc:
+            self._failed(exc)
+            return False
+        self._failures = 0
+        return True
+
+    def _failed(self, exc: psycopg.Error) -> None:
+        self.close()
+        # The first try again is at once (a dropped connection, the database is up), then slower.
+        pause = min(self.RETRY_MAX_SECONDS, 2.0 ** (self._failures - 1)) if self._failures else 0.0
+        self._failures += 1
+        self._retry_at = time.monotonic() + pause
+        logger.warning(
+            "listening for due work failed (%s); polling until it can listen again (in %.0fs)",
+            str(exc).strip().split("\n", 1)[0],
+            pause,
+        )
 
     def wait(self, seconds: float, sleep) -> datetime | None:
         """Wait up to `seconds`. Returns the earliest due time among the notifications that came,
@@ -108,9 +138,10 @@ class Listener:
             return None
         if seconds <= 0:
             return None
+        if self._conn is None and not self._listen():
+            sleep(seconds)
+            return None
         try:
-            if self._conn is None:
-                self._listen()
             if not select.select([self._conn.fileno()], [], [], seconds)[0]:
                 return None
             # Drain: several creates may have notified; one wake-up serves them all. A dropped
@@ -118,8 +149,7 @@ class Listener:
             # read raises.
             return min((_due(n.payload) for n in self._conn.notifies(timeout=0)), default=None)
         except psycopg.Error as exc:
-            logger.warning("listening for due work failed (%s); polling until it can listen again", exc)
-            self.close()
+            self._failed(exc)
             sleep(seconds)
             return None
 

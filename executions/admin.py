@@ -1,9 +1,9 @@
 from django.contrib import admin, messages
-from django.utils import timezone
 
 from executions.models import Execution, ExecutionEvent
 from executions.services import execution_cancel, execution_redrive
 from executions.states import InvalidTransition
+from scheduler_project.clock import db_now
 
 
 class EventInline(admin.TabularInline):
@@ -45,7 +45,7 @@ class ExecutionAdmin(admin.ModelAdmin):
         self._act(
             request,
             queryset,
-            lambda e: execution_cancel(execution=e, now=timezone.now(), reason=f"cancelled by {request.user} (admin)"),
+            lambda e: execution_cancel(execution=e, now=db_now(), reason=f"cancelled by {request.user} (admin)"),
         )
 
     @admin.action(description="Retry (re-drive)", permissions=["operate"])
@@ -53,7 +53,7 @@ class ExecutionAdmin(admin.ModelAdmin):
         self._act(
             request,
             queryset,
-            lambda e: execution_redrive(execution=e, now=timezone.now(), reason=f"re-driven by {request.user} (admin)"),
+            lambda e: execution_redrive(execution=e, now=db_now(), reason=f"re-driven by {request.user} (admin)"),
         )
 
     def _act(self, request, queryset, action) -> None:

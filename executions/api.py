@@ -1,5 +1,4 @@
 from django.http import Http404
-from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status
 from rest_framework.response import Response
@@ -10,6 +9,7 @@ from executions.models import Execution
 from executions.selectors import execution_get, execution_list
 from executions.serializers import ExecutionDetailSerializer, ExecutionSerializer
 from executions.services import execution_cancel, execution_redrive
+from scheduler_project.clock import db_now
 from tenants.selectors import scope_of
 
 
@@ -42,7 +42,7 @@ class ExecutionCancelApi(APIView):
     @extend_schema(request=None, responses={202: ExecutionSerializer})
     def post(self, request, execution_id):
         execution = _execution_or_404(request, execution_id)
-        execution_cancel(execution=execution, now=timezone.now(), reason=f"cancelled by {request.user}")
+        execution_cancel(execution=execution, now=db_now(), reason=f"cancelled by {request.user}")
         execution.refresh_from_db()
         return Response(ExecutionSerializer(execution).data, status=status.HTTP_202_ACCEPTED)
 
@@ -52,7 +52,7 @@ class ExecutionRetryApi(APIView):
     def post(self, request, execution_id):
         execution = execution_redrive(
             execution=_execution_or_404(request, execution_id),
-            now=timezone.now(),
+            now=db_now(),
             reason=f"re-driven by {request.user}",
         )
         return Response(ExecutionSerializer(execution).data)

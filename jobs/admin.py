@@ -1,16 +1,16 @@
 from django.contrib import admin, messages
-from django.utils import timezone
 
 from jobs.models import Job
 from jobs.services import job_cancel, job_pause, job_resume, job_trigger
 from jobs.states import InvalidJobTransition
+from scheduler_project.clock import db_now
 
 
 def _run_action(modeladmin, request, queryset, service, verb: str) -> None:
     done, refused = 0, []
     for job in queryset:
         try:
-            service(job=job, now=timezone.now())
+            service(job=job, now=db_now())
             done += 1
         except InvalidJobTransition as exc:
             refused.append(str(exc))

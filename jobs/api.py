@@ -22,6 +22,7 @@ from jobs.serializers import (
     TimezoneField,
 )
 from jobs.services import job_cancel, job_create, job_pause, job_resume, job_trigger, job_update, request_fingerprint
+from scheduler_project.clock import db_now
 from tenants.models import Tenant
 from tenants.selectors import scope_of, tenant_for_create
 
@@ -71,7 +72,7 @@ class JobListCreateApi(generics.ListAPIView):
         result = job_create(
             tenant=tenant,
             fields=serializer.to_model_fields(),
-            now=timezone.now(),
+            now=db_now(),
             idempotency_key=key,
             fingerprint=request_fingerprint(request.data),
         )
@@ -103,33 +104,33 @@ class JobDetailApi(APIView):
         serializer.is_valid(raise_exception=True)
         fields = serializer.to_model_fields()
         fields.pop("type", None)
-        job = job_update(job=job, fields=fields, now=timezone.now())
+        job = job_update(job=job, fields=fields, now=db_now())
         return Response(JobOutputSerializer(job).data)
 
     @extend_schema(responses={200: JobOutputSerializer})
     def delete(self, request, job_id):
-        job = job_cancel(job=_job_or_404(request, job_id), now=timezone.now())
+        job = job_cancel(job=_job_or_404(request, job_id), now=db_now())
         return Response(JobOutputSerializer(job).data)
 
 
 class JobPauseApi(APIView):
     @extend_schema(request=None, responses=JobOutputSerializer)
     def post(self, request, job_id):
-        job = job_pause(job=_job_or_404(request, job_id), now=timezone.now())
+        job = job_pause(job=_job_or_404(request, job_id), now=db_now())
         return Response(JobOutputSerializer(job).data)
 
 
 class JobResumeApi(APIView):
     @extend_schema(request=None, responses=JobOutputSerializer)
     def post(self, request, job_id):
-        job = job_resume(job=_job_or_404(request, job_id), now=timezone.now())
+        job = job_resume(job=_job_or_404(request, job_id), now=db_now())
         return Response(JobOutputSerializer(job).data)
 
 
 class JobTriggerApi(APIView):
     @extend_schema(request=None, responses=ExecutionSerializer)
     def post(self, request, job_id):
-        execution = job_trigger(job=_job_or_404(request, job_id), now=timezone.now())
+        execution = job_trigger(job=_job_or_404(request, job_id), now=db_now())
         return Response(ExecutionSerializer(execution).data)
 
 

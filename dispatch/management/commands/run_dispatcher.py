@@ -3,13 +3,13 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
-from django.utils import timezone
 
 from dispatch.claim import next_due_at
 from dispatch.dispatcher import dispatch_once
 from dispatch.loop import StopFlag, run_forever
 from dispatch.publisher import CeleryPublisher
 from dispatch.wakeup import DueClock, Listener
+from scheduler_project.clock import db_now
 
 
 class Command(BaseCommand):
@@ -27,7 +27,7 @@ class Command(BaseCommand):
                 # stream of creates is claimed a few at a time rather than with a claim each.
                 stop.event.wait(last["at"] + spacing - time.monotonic())
             close_old_connections()
-            last["at"], now = time.monotonic(), timezone.now()
+            last["at"], now = time.monotonic(), db_now()
             result = dispatch_once(now=now, publisher=publisher, limit=batch)
             last["full"] = result.claimed >= batch
             if result.claimed:
@@ -37,14 +37,14 @@ class Command(BaseCommand):
             clock.claimed(now)
             if result.materialised:
                 clock.forget()
-            if clock.stale(timezone.now()):
+            if clock.stale(db_now()):
                 clock.asked(next_due_at(after=now))
             while not stop.stopping:
-                heard = listener.wait(clock.wait_seconds(timezone.now()), sleep=time.sleep)
+                heard = listener.wait(clock.wait_seconds(db_now()), sleep=time.sleep)
                 if heard is None:
                     return 0  # the due time (or the poll) came
                 clock.heard(heard)
-                if heard <= timezone.now():
+                if heard <= db_now():
                     return 0
             return 0
 

@@ -1,11 +1,11 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
-from django.utils import timezone
 
 from dispatch.loop import StopFlag, run_forever
 from dispatch.publisher import CeleryPublisher
 from dispatch.sweeper import sweep_once
+from scheduler_project.clock import db_now
 
 
 class Command(BaseCommand):
@@ -16,7 +16,7 @@ class Command(BaseCommand):
 
         def step() -> float:
             close_old_connections()
-            result = sweep_once(now=timezone.now(), publisher=publisher)
+            result = sweep_once(now=db_now(), publisher=publisher)
             return 0 if result.total() >= 500 else settings.TICKWORK_SWEEP_SECONDS
 
         run_forever(name="sweeper", step=step, stop=stop)
