@@ -27,7 +27,7 @@ def database_url() -> str:
     """The test database as a DATABASE_URL, for the roles' processes."""
     s = connection.settings_dict
     if connection.vendor == "sqlite":
-        return f"sqlite:///{s['NAME']}"
+        return f"sqlite:///{Path(s['NAME']).resolve()}"
     auth = quote(s["USER"] or "", safe="")
     if s["PASSWORD"]:
         auth += ":" + quote(s["PASSWORD"], safe="")
