@@ -4,10 +4,15 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # Tests run on PostgreSQL and Redis; pytest-django creates and drops test_<name>.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/tickwork_test
+# The second run, on the embedded default: a SQLite file (test_tickwork.sqlite3) under this folder
+# and kombu's filesystem broker. tests_smoke and tests_standalone start their own embedded
+# installs whatever the run's database, so the first run covers them.
+EMBEDDED_VAR_DIR ?= var/test-embedded
+EMBEDDED_TESTS ?= dispatch jobs executions tenants dashboard --ignore=dashboard/tests/test_browser.py
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install install-dev run test lint bench clean
+.PHONY: install install-dev run test test-embedded lint bench clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -28,9 +33,16 @@ lint: install-dev
 	$(BIN)/ruff format --check .
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
-## Install and run the whole test suite (needs PostgreSQL and Redis on localhost).
+## Install and run the whole test suite (needs PostgreSQL and Redis on localhost), then the
+## dispatcher, sweeper, worker and API tests again on the embedded default.
 test: lint
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-embedded
+
+test-embedded: install-dev
+	rm -rf $(EMBEDDED_VAR_DIR)
+	env -u DATABASE_URL -u CELERY_BROKER_URL -u REDIS_URL TICKWORK_VAR_DIR=$(abspath $(EMBEDDED_VAR_DIR)) \
+		$(BIN)/python -m pytest $(EMBEDDED_TESTS) $(PYTEST_ARGS)
 
 bench: install-dev
 	$(BIN)/python bench/run.py $(BENCH_ARGS)

@@ -1,4 +1,5 @@
-"""Shared fixtures. Tests run on PostgreSQL (DATABASE_URL); see README, "Running the tests"."""
+"""Shared fixtures. Tests run on PostgreSQL (DATABASE_URL), then again on the embedded default (SQLite);
+see README, "Running the tests"."""
 
 import pytest
 from rest_framework.test import APIClient

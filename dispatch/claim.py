@@ -5,6 +5,7 @@ from typing import NamedTuple
 
 from django.db import connection
 
+from executions.models import Execution
 from executions.states import ExecutionState, Moved, as_uuid, fetch, transition_set
 
 # Why it is shaped so:
@@ -90,5 +91,8 @@ def next_due_at(*, after: datetime) -> datetime | None:
         LIMIT 1
         """,
         [after],
+        # Aware, as the ORM reads it: SQLite gives the column as naive UTC, which the dispatcher's
+        # clock cannot compare with its own time.
+        read_as=[Execution._meta.get_field("available_at")],
     )
     return rows[0][0] if rows else None

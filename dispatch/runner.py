@@ -25,7 +25,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 from dispatch.context import ExecutionStopped, HandlerContext
 from executions.models import Execution
 from executions.services import execution_settle_failure
-from executions.states import ExecutionState, Started, Success, record_successes, start_run, transition
+from executions.states import ExecutionState, Started, Success, fetch, record_successes, start_run, transition
 from jobs import registry
 from scheduler_project.clock import db_now
 from scheduler_project.process_thread import ProcessThread
@@ -144,14 +144,15 @@ class Heartbeats(ProcessThread):
 
     def _beat(self, beat: _Beat) -> None:
         now = db_now()
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE executions_execution SET lease_expires_at = %s, heartbeat_at = %s"
-                " WHERE id = %s AND state = 'RUNNING' AND lease_token = %s"
-                " RETURNING cancel_requested_at, timeout_at",
-                [now + timedelta(seconds=beat.lease), now, beat.db_id, beat.lease_token],
-            )
-            row = cursor.fetchone()
+        rows = fetch(
+            "UPDATE executions_execution SET lease_expires_at = %s, heartbeat_at = %s"
+            " WHERE id = %s AND state = 'RUNNING' AND lease_token = %s"
+            " RETURNING cancel_requested_at, timeout_at",
+            [now + timedelta(seconds=beat.lease), now, beat.db_id, beat.lease_token],
+            # Aware, as the ORM reads them: SQLite gives them naive, which `now` cannot be compared with.
+            read_as=[Execution._meta.get_field("cancel_requested_at"), Execution._meta.get_field("timeout_at")],
+        )
+        row = rows[0] if rows else None
         if beat not in self.runs:  # the run ended meanwhile; its outcome is recorded
             return
         if row is None:

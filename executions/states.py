@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transaction
+from django.db.models import Field
 
 
 class ExecutionState(models.TextChoices):
@@ -368,14 +369,41 @@ def _with_events(
     return fetch(f"{sql} {select}", params)
 
 
-def fetch(sql: str, params: Sequence[Any]) -> list[tuple]:
+def fetch(sql: str, params: Sequence[Any], *, read_as: Sequence[Field | None] = ()) -> list[tuple]:
     """Run one statement and return its rows. On PostgreSQL, unless turned off in settings
     (DATABASE_PREPARED_STATEMENTS), as a prepared statement of the connection: Django binds
     parameters on the client, so PostgreSQL would plan each statement afresh, and for a worker's
     two statements per run planning took as long as running them. The connection's execute
     wrappers, error wrapping and transaction state apply as to any query; with query logging on
-    (DEBUG), Django's own cursor runs it so that it is logged."""
+    (DEBUG), Django's own cursor runs it so that it is logged.
+
+    `read_as` names the model field each leading column holds (None: a column left as it is);
+    their values are converted as the ORM converts them. Raw SQL on SQLite gives times as naive
+    UTC and ids as hex strings, and a naive time compared with an aware one raises."""
     db = connections[DEFAULT_DB_ALIAS]  # `connection` is a proxy: each attribute is a lookup
+    rows = _fetch(db, sql, params)
+    converters = []
+    for index, field in enumerate(read_as):
+        if field is not None:
+            # The column as the ORM's compiler selects it (a foreign key as its target's type), and
+            # what it applies to a value read: the backend's converters, then the field's.
+            col = field.get_col(field.model._meta.db_table)
+            functions = [*db.ops.get_db_converters(col), *col.get_db_converters(db)]
+            if functions:
+                converters.append((index, col, functions))
+    if not converters:  # nothing to convert: PostgreSQL's driver gives times and ids as the ORM has them
+        return rows
+    converted = []
+    for row in rows:
+        row = list(row)
+        for index, col, functions in converters:
+            for convert in functions:
+                row[index] = convert(row[index], col, db)
+        converted.append(tuple(row))
+    return converted
+
+
+def _fetch(db, sql: str, params: Sequence[Any]) -> list[tuple]:
     db.ensure_connection()
     raw = db.connection
     if db.vendor != "postgresql" or raw.prepare_threshold is None or db.queries_logged:
@@ -410,6 +438,8 @@ def transition_set(
     """Move every execution in `source` that matches `where` (SQL over the executions table) to
     `target` in one UPDATE … RETURNING, and record their events. `assignments` adds SQL SET
     clauses. Used by the claim and the sweeper, which must work in sets, not row by row."""
+    from executions.models import Execution
+
     check(source, target)
     returning = "id, job_id, tenant_id, pool, attempt, lease_token, worker_id, priority, origin, scheduled_for"
     sql = (
@@ -429,8 +459,9 @@ def transition_set(
     # No savepoint inside a caller's transaction (the dispatcher's, the sweeper's): one statement
     # needs none, and SAVEPOINT and RELEASE were two more round trips per claim.
     with transaction.atomic(savepoint=False):
-        rows = fetch(sql, sql_params)
-        moved = [Moved(*row) for row in rows] if in_statement else [_from_sqlite(row) for row in rows]
+        # Read as the ORM reads them: the dispatcher's cron arithmetic needs aware times.
+        read_as = [Execution._meta.get_field(column) for column in returning.split(", ")]
+        moved = [Moved(*row) for row in fetch(sql, sql_params, read_as=read_as)]
         if moved:
             if not in_statement:
                 record_events(
@@ -448,14 +479,6 @@ def as_uuid(value: Any) -> uuid.UUID:
     """An id as raw SQL returns it, as the ORM would: SQLite keeps UUIDs as 32 hex digits, and
     an id that compared unequal to the ORM's (a cron job looked up by it) was a job not found."""
     return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
-
-
-def _from_sqlite(row: Sequence[Any]) -> Moved:
-    """A row that RETURNING gave on SQLite, with the values the ORM would have: SQLite gives ids
-    as hex and times as naive UTC, and the dispatcher's cron arithmetic needs aware times."""
-    execution_id, job_id, *rest, scheduled_for = row
-    scheduled_for = connection.ops.convert_datetimefield_value(scheduled_for, None, connection)
-    return Moved(as_uuid(execution_id), as_uuid(job_id), *rest, scheduled_for)
 
 
 def record_events(

@@ -96,6 +96,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+    if DATABASES["default"]["NAME"] != ":memory:":
+        # Tests on SQLite use a file beside the database, test_<name>, as on PostgreSQL, not
+        # Django's in-memory default: the end-to-end tests' roles are other processes.
+        _sqlite = Path(DATABASES["default"]["NAME"])
+        DATABASES["default"]["TEST"] = {"NAME": str(_sqlite.with_name(f"test_{_sqlite.name}"))}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and _env_bool(
     "DATABASE_PREPARED_STATEMENTS", True
 ):

@@ -13,13 +13,39 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 ROOT = Path(__file__).resolve().parents[2]
 # Imported by test workers (`celery worker --include`), so handlers that exist only for tests
 # are registered in the workers without a hook in production code.
 TEST_HANDLERS = "dispatch.tests.handlers_for_tests"
+
+
+def database_url() -> str:
+    """The test database as a DATABASE_URL, for the roles' processes."""
+    s = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{Path(s['NAME']).resolve()}"
+    auth = quote(s["USER"] or "", safe="")
+    if s["PASSWORD"]:
+        auth += ":" + quote(s["PASSWORD"], safe="")
+    host = s["HOST"] or "127.0.0.1"
+    port = f":{s['PORT']}" if s["PORT"] else ""
+    return f"postgres://{auth}{'@' if auth else ''}{host}{port}/{s['NAME']}"
+
+
+def filesystem_broker_options(var_dir: Path) -> dict:
+    """kombu's filesystem transport options for the folders settings.py gives a TICKWORK_VAR_DIR."""
+    (var_dir / "broker").mkdir(parents=True, exist_ok=True)
+    return {
+        "data_folder_in": str(var_dir / "broker"),
+        "data_folder_out": str(var_dir / "broker"),
+        "processed_folder": str(var_dir / "broker-processed"),
+        "control_folder": str(var_dir / "broker-control"),
+        "store_processed": False,
+    }
 
 
 def wait_for(predicate: Callable[[], Any], *, timeout: float, interval: float = 0.05, what: str = "") -> Any:
@@ -91,12 +117,14 @@ class Proc:
 
 
 class Live:
-    """Starts roles against the test database and a Redis broker DB, and stops them all."""
+    """Starts roles against the test database and a broker (a Redis DB, or the filesystem broker
+    of TICKWORK_VAR_DIR `var_dir`), and stops them all."""
 
-    def __init__(self, *, tmp_dir: Path, env: dict[str, str], broker_url: str) -> None:
+    def __init__(self, *, tmp_dir: Path, env: dict[str, str], broker_url: str, var_dir: Path | None = None) -> None:
         self.tmp_dir = tmp_dir
         self.base_env = env
         self.broker_url = broker_url
+        self.var_dir = var_dir
         self.procs: list[Proc] = []
         self._app = None
         self._publisher = None
@@ -201,6 +229,8 @@ class Live:
 
             self._app = Celery("tickwork-tests", broker=self.broker_url, set_as_current=False)
             self._app.conf.task_ignore_result = True
+            if self.broker_url.startswith("filesystem"):
+                self._app.conf.broker_transport_options = filesystem_broker_options(self.var_dir)
             self._publisher = CeleryPublisher(app=self._app)
         return self._publisher
 

@@ -7,6 +7,7 @@ import pytest
 from django.utils import timezone
 
 from dispatch import runner
+from dispatch.claim import next_due_at
 from dispatch.tests.harness import history
 from dispatch.tests.steps import claim, dispatch, start, succeed
 from executions.models import Execution
@@ -41,6 +42,18 @@ def test_claim_takes_due_executions_only_and_publishes_them_under_a_new_lease(te
     assert Execution.objects.get(job=later).state == "PENDING"
     assert Execution.objects.get(job=paused).state == "PENDING"
     assert claim(now) == []  # nothing is claimed twice
+
+
+def test_defect7_the_next_due_time_is_read_as_an_aware_time_the_dispatcher_can_compare(tenant, make_job, now):
+    """The peek that the dispatcher sleeps by answers the next due time as the ORM reads it, aware,
+    on every database: SQLite gives raw SQL's times naive, and comparing one with the dispatcher's
+    clock raised in every loop of the embedded default's dispatcher."""
+    job = make_job(tenant, run_at=now + timedelta(minutes=5))
+
+    due = next_due_at(after=now)
+
+    assert due == Execution.objects.get(job=job).available_at
+    assert due.tzinfo is not None and now < due
 
 
 def test_priorities_high_before_normal_before_low_whatever_their_due_times(tenant, make_job, now):

@@ -8,16 +8,14 @@ import base64
 import json
 import os
 from datetime import timedelta
-from urllib.parse import quote
 
 import pytest
 from celery import Celery, signals
-from django.db import connection
 from django.utils import timezone
 
 from dispatch.dispatcher import dispatch_once
 from dispatch.publisher import TASK_NAME, CeleryPublisher, Dispatch, InMemoryPublisher, broker_priority
-from dispatch.tests.harness import Live, wait_for
+from dispatch.tests.harness import Live, database_url, wait_for
 from executions.models import Execution
 
 REDIS_DB = int(os.environ.get("TICKWORK_TEST_PUBLISHER_REDIS_DB", "4"))
@@ -192,25 +190,16 @@ def test_in_memory_publisher_keeps_what_it_was_given():
     assert publisher.sent == batch * 2
 
 
-def _database_url() -> str:
-    s = connection.settings_dict
-    auth = quote(s["USER"] or "", safe="") + (":" + quote(s["PASSWORD"], safe="") if s["PASSWORD"] else "")
-    port = f":{s['PORT']}" if s["PORT"] else ""
-    return f"postgres://{auth}{'@' if auth else ''}{s['HOST'] or '127.0.0.1'}{port}/{s['NAME']}"
-
-
 @pytest.mark.e2e
 def test_a_real_worker_runs_what_the_publisher_sent(transactional_db, broker_url, tmp_path, tenant, make_job):
     """Messages pushed by the Redis path are taken, run and recorded by an unmodified worker."""
-    if connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL (DATABASE_URL) shared with a worker process")
     now = timezone.now()
     jobs = [make_job(tenant, run_at=now - timedelta(seconds=1), payload={"n": n}, now=now) for n in range(5)]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TICKWORK_", "CELERY_", "DJANGO_", "DATABASE_"))}
     env.pop("REDIS_URL", None)
     env.update(
         DJANGO_SETTINGS_MODULE="scheduler_project.settings",
-        DATABASE_URL=_database_url(),
+        DATABASE_URL=database_url(),
         CELERY_BROKER_URL=broker_url,
         TICKWORK_VAR_DIR=str(tmp_path / "var"),
         TICKWORK_LOG_LEVEL="INFO",
