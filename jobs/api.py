@@ -18,6 +18,7 @@ from jobs.serializers import (
     JobDetailOutputSerializer,
     JobInputSerializer,
     JobOutputSerializer,
+    JobUpdateSerializer,
     SchedulePreviewSerializer,
     TimezoneField,
 )
@@ -87,11 +88,11 @@ class JobDetailApi(APIView):
         return Response(JobDetailOutputSerializer(_job_or_404(request, job_id)).data)
 
     # PUT behaves as PATCH (see _update), so its schema marks every field optional too.
-    @extend_schema(request=JobInputSerializer(partial=True), responses=JobOutputSerializer)
+    @extend_schema(request=JobUpdateSerializer(partial=True), responses=JobOutputSerializer)
     def put(self, request, job_id):
         return self._update(request, job_id)
 
-    @extend_schema(request=JobInputSerializer, responses=JobOutputSerializer)
+    @extend_schema(request=JobUpdateSerializer, responses=JobOutputSerializer)
     def patch(self, request, job_id):
         return self._update(request, job_id)
 
@@ -99,7 +100,7 @@ class JobDetailApi(APIView):
         job = _job_or_404(request, job_id)
         # PUT replaces what it names; like PATCH it leaves unnamed fields as they are, since a
         # job's identity (type, tenant) cannot change anyway.
-        serializer = JobInputSerializer(job, data=request.data, partial=True)
+        serializer = JobUpdateSerializer(job, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         fields = serializer.to_model_fields()
         fields.pop("type", None)
@@ -152,6 +153,14 @@ class PreviewQuerySerializer(serializers.Serializer):
     timezone = TimezoneField(required=False, default="UTC", help_text="An IANA timezone.")
     count = serializers.IntegerField(min_value=1, max_value=100, required=False, default=5)
     after = AwareDateTimeField(required=False, help_text="ISO 8601 with an offset; default now.")
+
+    def validate_schedule(self, value: str) -> str:
+        # Checked with the other fields, so a bad schedule and a bad timezone are both reported.
+        try:
+            cron.validate(value)
+        except cron.CronError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+        return value
 
 
 class SchedulePreviewApi(APIView):

@@ -2,7 +2,7 @@
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.utils import timezone as django_timezone
@@ -19,12 +19,26 @@ MAX_DELAY_SEC = 10 * 365 * 86400
 class StrictSerializer(serializers.Serializer):
     """Refuses fields it does not know, so a typo ('runat') is an error rather than ignored."""
 
+    # Why a field known elsewhere is not accepted here, said instead of "unknown field".
+    refused_fields: ClassVar[dict[str, str]] = {}
+
     def to_internal_value(self, data):
         if isinstance(data, dict):
             unknown = sorted(set(data) - set(self.fields))
             if unknown:
-                raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
+                raise serializers.ValidationError(
+                    {name: [self.refused_fields.get(name, "unknown field")] for name in unknown}
+                )
         return super().to_internal_value(data)
+
+
+class ChoiceField(serializers.ChoiceField):
+    """A choice whose error lists the valid ones, so a caller need not look them up."""
+
+    def __init__(self, choices, **kwargs) -> None:
+        super().__init__(choices, **kwargs)
+        valid = ", ".join(str(choice) for choice in self.choices)
+        self.error_messages["invalid_choice"] = f'"{{input}}" is not a valid choice; valid: {valid}'
 
 
 class AwareDateTimeField(serializers.DateTimeField):
@@ -80,7 +94,7 @@ class TargetSerializer(StrictSerializer):
 
 class RetryPolicySerializer(StrictSerializer):
     maxAttempts = serializers.IntegerField(min_value=1, max_value=100, required=False, default=3)
-    backoff = serializers.ChoiceField(choices=Backoff.values, required=False, default=Backoff.EXPONENTIAL)
+    backoff = ChoiceField(choices=Backoff.values, required=False, default=Backoff.EXPONENTIAL)
     initialDelayMs = serializers.IntegerField(min_value=0, max_value=86_400_000, required=False, default=1000)
     maxDelayMs = serializers.IntegerField(min_value=0, max_value=7 * 86_400_000, required=False, default=60_000)
     jitter = serializers.BooleanField(required=False, default=True)
@@ -97,7 +111,7 @@ class JobInputSerializer(StrictSerializer):
     """Validates a create (all of it) or an update (partial=True: what is given)."""
 
     name = serializers.CharField(max_length=200)
-    type = serializers.ChoiceField(choices=JobType.values)
+    type = ChoiceField(choices=JobType.values)
     runAt = AwareDateTimeField(required=False, allow_null=True)
     delaySec = serializers.IntegerField(min_value=0, max_value=MAX_DELAY_SEC, required=False, allow_null=True)
     schedule = serializers.CharField(max_length=200, required=False, allow_blank=True)
@@ -106,9 +120,9 @@ class JobInputSerializer(StrictSerializer):
     payload = serializers.JSONField(required=False)
     retryPolicy = RetryPolicySerializer(required=False)
     timeoutSec = serializers.IntegerField(min_value=1, max_value=7 * 86400, required=False)
-    priority = serializers.ChoiceField(choices=Priority.names, required=False)
-    misfirePolicy = serializers.ChoiceField(choices=MisfirePolicy.values, required=False)
-    concurrencyPolicy = serializers.ChoiceField(choices=ConcurrencyPolicy.values, required=False)
+    priority = ChoiceField(choices=Priority.names, required=False)
+    misfirePolicy = ChoiceField(choices=MisfirePolicy.values, required=False)
+    concurrencyPolicy = ChoiceField(choices=ConcurrencyPolicy.values, required=False)
     tenant = serializers.SlugField(required=False, help_text="Staff sessions only: the tenant to create in.")
 
     def validate_payload(self, value: Any) -> Any:
@@ -165,7 +179,18 @@ class JobInputSerializer(StrictSerializer):
                 cron.next_fire(merged["schedule"], timezone, django_timezone.now())
             except cron.CronError as exc:
                 raise serializers.ValidationError({"schedule": [str(exc)]}) from exc
+        self._check_payload(attrs, job)
         return attrs
+
+    def _check_payload(self, attrs, job: Job | None) -> None:
+        """The payload must fit its handler's declared shape: checked when either changes."""
+        if "payload" not in attrs and "target" not in attrs:
+            return
+        spec = registry.get(attrs["target"]["handler"] if "target" in attrs else job.handler)
+        payload = attrs["payload"] if "payload" in attrs else (job.payload if job is not None else {})
+        errors = registry.payload_errors(spec, payload) if spec is not None else None
+        if errors:
+            raise serializers.ValidationError({"payload": errors})
 
     def to_model_fields(self) -> dict[str, Any]:
         """The validated data in the model's terms, only what was given (for partial updates)."""
@@ -203,6 +228,13 @@ class JobInputSerializer(StrictSerializer):
         return fields
 
 
+class JobUpdateSerializer(JobInputSerializer):
+    """An update (PUT or PATCH): what is given changes; a job's tenant never does."""
+
+    tenant = None
+    refused_fields = {"tenant": "cannot be changed: a job stays in the tenant it was created in"}
+
+
 class TargetOutputSerializer(serializers.Serializer):
     pool = serializers.CharField()
     handler = serializers.CharField()
@@ -221,8 +253,8 @@ class JobOutputSerializer(serializers.Serializer):
     tenant = serializers.CharField(source="tenant.slug")
     name = serializers.CharField()
     type = serializers.CharField()
-    runAt = serializers.DateTimeField(source="run_at")
-    delaySec = serializers.IntegerField(source="delay_sec")
+    runAt = serializers.DateTimeField(source="run_at", allow_null=True)
+    delaySec = serializers.IntegerField(source="delay_sec", allow_null=True)
     schedule = serializers.CharField()
     timezone = serializers.CharField()
     target = TargetOutputSerializer(source="*")
@@ -233,7 +265,7 @@ class JobOutputSerializer(serializers.Serializer):
     misfirePolicy = serializers.CharField(source="misfire_policy")
     concurrencyPolicy = serializers.CharField(source="concurrency_policy")
     state = serializers.CharField()
-    nextFireAt = serializers.DateTimeField(source="next_fire_at")
+    nextFireAt = serializers.DateTimeField(source="next_fire_at", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
 
