@@ -1,7 +1,9 @@
 from datetime import UTC
 
 import django_filters
+from django import forms
 from django.core.exceptions import ValidationError
+from django.utils.dateparse import parse_datetime
 from django_filters.fields import IsoDateTimeField
 
 from executions.models import Execution
@@ -10,30 +12,50 @@ from jobs.filters import invalid_choice_message
 
 
 class UtcDateTimeField(IsoDateTimeField):
-    """ISO 8601, turned into UTC here: Python reads offsets up to ±23:59 but PostgreSQL refuses
+    """ISO 8601 with an offset, as the API's times are everywhere (a bare local time is
+    ambiguous), turned into UTC here: Python reads offsets up to ±23:59 but PostgreSQL refuses
     those past ±15:59, so an offset is never passed on as given."""
 
-    default_error_messages = {"invalid": "Enter an ISO 8601 time, e.g. 2027-03-14T09:00:00Z."}
+    default_error_messages = {"invalid": "Enter an ISO 8601 time with an offset, e.g. 2027-03-14T09:00:00Z."}
 
     def to_python(self, value):
-        parsed = super().to_python(value)
-        if parsed is None:
+        if value is None:  # not given
             return None
         try:
+            parsed = parse_datetime(str(value).strip())
+            if parsed is None or parsed.tzinfo is None:  # given but empty, malformed, or local
+                raise ValueError(value)
+            # OverflowError: e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC.
             return parsed.astimezone(UTC)
-        except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        except (ValueError, OverflowError):
             raise ValidationError(self.error_messages["invalid"], code="invalid") from None
+
+    def validate(self, value):
+        pass  # to_python has refused everything that is not a time
 
 
 class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
     field_class = UtcDateTimeField
 
 
+class GivenUUIDField(forms.UUIDField):
+    """A UUID; given but empty is refused, not read as "no filter"."""
+
+    def to_python(self, value):
+        if value == "":
+            raise ValidationError(self.error_messages["invalid"], code="invalid")
+        return super().to_python(value)
+
+
+class UUIDFilter(django_filters.UUIDFilter):
+    field_class = GivenUUIDField
+
+
 class ExecutionFilter(django_filters.FilterSet):
     state = django_filters.MultipleChoiceFilter(
         choices=ExecutionState.choices, error_messages=invalid_choice_message(ExecutionState.choices)
     )
-    jobId = django_filters.UUIDFilter(field_name="job_id")
+    jobId = UUIDFilter(field_name="job_id")
     pool = django_filters.CharFilter(field_name="pool")
     tenant = django_filters.CharFilter(field_name="tenant__slug")
     scheduledAfter = UtcDateTimeFilter(field_name="scheduled_for", lookup_expr="gte")

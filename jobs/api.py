@@ -19,6 +19,7 @@ from jobs.serializers import (
     JobInputSerializer,
     JobOutputSerializer,
     JobUpdateSerializer,
+    ScheduleField,
     SchedulePreviewSerializer,
     TimezoneField,
 )
@@ -149,7 +150,7 @@ class JobExecutionsApi(generics.ListAPIView):
 
 
 class PreviewQuerySerializer(serializers.Serializer):
-    schedule = serializers.CharField(help_text="A cron expression, e.g. `30 2 * * *`.")
+    schedule = ScheduleField(max_length=200, help_text="A cron expression, e.g. `30 2 * * *`.")
     timezone = TimezoneField(required=False, default="UTC", help_text="An IANA timezone.")
     count = serializers.IntegerField(min_value=1, max_value=100, required=False, default=5)
     after = AwareDateTimeField(required=False, help_text="ISO 8601 with an offset; default now.")

@@ -1,6 +1,8 @@
 """The job's public shape (camelCase, as the API contract writes it) and its validation."""
 
+import functools
 import json
+import zoneinfo
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -55,8 +57,14 @@ class AwareDateTimeField(serializers.DateTimeField):
         return super().to_internal_value(value)
 
 
+@functools.cache
+def known_timezones() -> frozenset[str]:
+    """The IANA names this machine's zoneinfo lists (read once: it walks the tz database)."""
+    return frozenset(zoneinfo.available_timezones())
+
+
 class TimezoneField(serializers.CharField):
-    """An IANA timezone name that this machine's zoneinfo knows."""
+    """An IANA timezone name that this machine's zoneinfo lists (the schema's enum of them)."""
 
     def __init__(self, **kwargs) -> None:
         kwargs.setdefault("max_length", 64)
@@ -68,12 +76,65 @@ class TimezoneField(serializers.CharField):
             cron.parse_timezone(value)
         except cron.CronError as exc:
             raise serializers.ValidationError(str(exc)) from exc
+        if value not in known_timezones():
+            raise serializers.ValidationError(f"unknown timezone {value!r}")
         return value
 
 
+class HandlerNameField(serializers.CharField):
+    """A registered handler's name (checked with the pool by TargetSerializer)."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("max_length", 100)
+        super().__init__(**kwargs)
+
+
+class PoolNameField(serializers.CharField):
+    """A known pool's name (checked with the handler by TargetSerializer)."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("max_length", 64)
+        super().__init__(**kwargs)
+
+
+def _cron_pattern() -> str:
+    """A regular expression for the usual five-field cron syntax, for the schema: numbers in each
+    field's range, `*`, lists, ranges and steps, month and weekday names. The server reads a
+    little more (steps on ranges) and still refuses a schedule that never fires (`0 0 30 2 *`)."""
+    months = "JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC"
+    days = "SUN|MON|TUE|WED|THU|FRI|SAT"
+    numbers = [
+        "[0-5]?[0-9]",
+        "[01]?[0-9]|2[0-3]",
+        "0?[1-9]|[12][0-9]|3[01]",
+        f"0?[1-9]|1[0-2]|{months}|{months.lower()}",
+        f"[0-7]|{days}|{days.lower()}",
+    ]
+    step = "/[1-9][0-9]?"
+
+    def field(number: str) -> str:
+        item = f"\\*(?:{step})?|(?:{number})(?:{step}|-(?:{number}))?"
+        return f"(?:{item})(?:,(?:{item}))*"
+
+    return "^" + " ".join(field(number) for number in numbers) + "$"
+
+
+SCHEDULE_PATTERN = _cron_pattern()
+
+
+@extend_schema_field({"type": "string", "maxLength": 200, "pattern": SCHEDULE_PATTERN})
+class ScheduleField(serializers.CharField):
+    """A five-field cron expression."""
+
+
+@extend_schema_field({"type": "object", "additionalProperties": True})
+class PayloadField(serializers.JSONField):
+    """A JSON object: the handler's input."""
+
+
 class TargetSerializer(StrictSerializer):
-    handler = serializers.CharField(max_length=100)
-    pool = serializers.CharField(max_length=64, required=False)
+    handler = HandlerNameField()
+    pool = PoolNameField(required=False)
 
     def validate(self, attrs):
         # An update may name only one of the two; the other comes from the job.
@@ -114,10 +175,10 @@ class JobInputSerializer(StrictSerializer):
     type = ChoiceField(choices=JobType.values)
     runAt = AwareDateTimeField(required=False, allow_null=True)
     delaySec = serializers.IntegerField(min_value=0, max_value=MAX_DELAY_SEC, required=False, allow_null=True)
-    schedule = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    schedule = ScheduleField(max_length=200, required=False)
     timezone = TimezoneField(required=False)
     target = TargetSerializer()
-    payload = serializers.JSONField(required=False)
+    payload = PayloadField(required=False)
     retryPolicy = RetryPolicySerializer(required=False)
     timeoutSec = serializers.IntegerField(min_value=1, max_value=7 * 86400, required=False)
     priority = ChoiceField(choices=Priority.names, required=False)

@@ -76,6 +76,24 @@ class Pagination(CursorPagination):
     max_page_size = 500
     ordering = "-created_at"
 
+    def get_page_size(self, request):
+        # Refused rather than quietly replaced by the default, as any other bad parameter is.
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return self.page_size
+        if not raw.isdigit() or not 1 <= int(raw) <= self.max_page_size:
+            raise exceptions.ValidationError(
+                {self.page_size_query_param: [f"must be a whole number from 1 to {self.max_page_size}"]}
+            )
+        return int(raw)
+
+    def get_schema_operation_parameters(self, view):
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"].update(minimum=1, maximum=self.max_page_size)
+        return parameters
+
 
 def exception_handler(exc, context):
     # Imported here: DRF loads this module while the apps' API modules are being imported.
