@@ -65,7 +65,7 @@ def web(transactional_db, tmp_path):
         deadline = time.monotonic() + 60
         while True:
             try:
-                if requests.get(f"{base}/v1/", timeout=2).status_code == 200:
+                if requests.get(f"{base}/v1/schema", timeout=5).status_code == 200:
                     break
             except requests.ConnectionError:
                 pass

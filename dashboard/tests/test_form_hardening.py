@@ -89,3 +89,26 @@ def test_defect11_the_edit_form_checks_a_new_handler_against_the_payload(member_
     assert "url: This field is required." in response.content.decode()
     job.refresh_from_db()
     assert job.handler == "noop"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/dashboard/executions/?pool=a%00b",
+        "/dashboard/executions/?job=%00",
+        "/dashboard/jobs/?q=a%00b",
+        "/dashboard/jobs/?state=%00",
+        "/dashboard/audit/?actor=%00",
+        "/dashboard/jobs/?na%00me=1",
+    ],
+)
+def test_defect3_a_nul_in_a_dashboard_filter_is_400_not_500(staff_client, path):
+    response = staff_client.get(path)
+    assert response.status_code == 400
+    assert response["Content-Type"].startswith("text/plain")
+    assert "NUL" in response.content.decode()
+
+
+def test_defect3_a_dashboard_time_filter_with_a_far_offset_is_read_in_utc(staff_client):
+    assert staff_client.get("/dashboard/executions/?since=2027-01-01T00:00:00%2B16:00").status_code == 200
+    assert staff_client.get("/dashboard/executions/?until=0001-01-01T00:00:00%2B01:00").status_code == 200
