@@ -48,6 +48,9 @@ def web(transactional_db, tmp_path):
         DJANGO_SETTINGS_MODULE="scheduler_project.settings",
         DATABASE_URL=_database_url(),
         TICKWORK_VAR_DIR=str(tmp_path / "var"),
+        # A connection per request, not one kept per server thread: the machine's PostgreSQL
+        # is shared with the rest of the suite.
+        DATABASE_CONN_MAX_AGE="0",
         PYTHONUNBUFFERED="1",
     )
     log = open(tmp_path / "web.log", "wb")  # closed at teardown
