@@ -27,6 +27,19 @@ from jobs.services import job_cancel, job_create, job_pause, job_resume, job_tri
 from tenants.models import Tenant
 from tenants.selectors import scope_of, tenant_for_create
 
+# What the request schema cannot say (OpenAPI 3.0 has no rules between fields); a body that breaks
+# one is a 400 naming the field.
+JOB_RULES = """Rules between fields, checked with the schema's:
+
+- `type` decides the timing field: `runAt` (ONCE, with an offset), `delaySec` (DELAYED) or
+  `schedule` (CRON); the other two are not allowed, and `timezone` is for CRON jobs only.
+- `payload` must fit the handler's declared shape (`sleep`: `seconds`; `fail`: `failTimes`,
+  `message`; `http`: `url` required, `method`, `headers`, `body`, `timeoutSec`; `noop`: any object).
+- `retryPolicy.maxDelayMs` must be at least `initialDelayMs`.
+- A token creates only in its own tenant; an update cannot change `type` or `tenant`, and is
+  checked against the stored job (a CRON job's new `timezone` against its schedule, and so on).
+"""
+
 
 def _job_or_404(request, job_id) -> Job:
     job = job_get(scope=scope_of(user=request.user), job_id=job_id)
@@ -61,7 +74,15 @@ class JobListCreateApi(generics.ListAPIView):
     @extend_schema(
         request=JobInputSerializer,
         responses={201: JobOutputSerializer, 200: JobOutputSerializer},
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                {"type": "string", "maxLength": 255},
+                OpenApiParameter.HEADER,
+                description="The same key and body again answer the first job (200); another body, 409.",
+            )
+        ],
+        description=JOB_RULES,
     )
     def post(self, request):
         key = request.headers.get("Idempotency-Key") or None
@@ -89,11 +110,11 @@ class JobDetailApi(APIView):
         return Response(JobDetailOutputSerializer(_job_or_404(request, job_id)).data)
 
     # PUT behaves as PATCH (see _update), so its schema marks every field optional too.
-    @extend_schema(request=JobUpdateSerializer(partial=True), responses=JobOutputSerializer)
+    @extend_schema(request=JobUpdateSerializer(partial=True), responses=JobOutputSerializer, description=JOB_RULES)
     def put(self, request, job_id):
         return self._update(request, job_id)
 
-    @extend_schema(request=JobUpdateSerializer, responses=JobOutputSerializer)
+    @extend_schema(request=JobUpdateSerializer, responses=JobOutputSerializer, description=JOB_RULES)
     def patch(self, request, job_id):
         return self._update(request, job_id)
 
