@@ -1,4 +1,4 @@
-from datetime import UTC
+from datetime import UTC, datetime
 
 import django_filters
 from django import forms
@@ -23,12 +23,17 @@ class UtcDateTimeField(IsoDateTimeField):
             return None
         try:
             parsed = parse_datetime(str(value).strip())
-            if parsed is None or parsed.tzinfo is None:  # given but empty, malformed, or local
-                raise ValueError(value)
-            # OverflowError: e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC.
+        except ValueError:  # well formed but not a date, e.g. month 13
+            parsed = None
+        if parsed is None or parsed.tzinfo is None:  # given but empty, malformed, or local
+            raise ValidationError(self.error_messages["invalid"], code="invalid")
+        try:
             return parsed.astimezone(UTC)
-        except (ValueError, OverflowError):
-            raise ValidationError(self.error_messages["invalid"], code="invalid") from None
+        except OverflowError:
+            # Before 0001-01-01 or after 9999-12-31 in UTC (0001-01-01T00:00:00+01:00): as a
+            # bound it means "before everything" or "after everything", which the calendar's
+            # own ends say as well.
+            return datetime.min.replace(tzinfo=UTC) if parsed.year == 1 else datetime.max.replace(tzinfo=UTC)
 
     def validate(self, value):
         pass  # to_python has refused everything that is not a time
