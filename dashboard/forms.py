@@ -10,7 +10,8 @@ from typing import Any
 from django.http import QueryDict
 
 from jobs.models import Job, JobType, Priority
-from jobs.serializers import JobInputSerializer
+from jobs.serializers import JobInputSerializer, JobUpdateSerializer
+from scheduler_project import json_input
 
 # The form's fields, in the API's names where it has a flat one.
 TIMING_FIELD = {JobType.ONCE: "runAt", JobType.DELAYED: "delaySec", JobType.CRON: "schedule"}
@@ -113,6 +114,11 @@ def _flatten(errors: Any, prefix: str = "") -> dict[str, list[str]]:
     flat: dict[str, list[str]] = {}
     if isinstance(errors, dict):
         for key, value in errors.items():
+            if key == "payload" and isinstance(value, dict):
+                # The payload is one box on the page: its keys' errors stay on it, each named.
+                nested = _flatten(value).items()
+                flat["payload"] = [f"{path}: {message}" for path, messages in nested for message in messages]
+                continue
             name = prefix if key in ("non_field_errors",) and prefix else key
             if key == "non_field_errors" and not prefix:
                 name = "general"
@@ -134,10 +140,14 @@ def _flatten(errors: Any, prefix: str = "") -> dict[str, list[str]]:
 
 def _parse_payload(text: str, errors: dict[str, list[str]]) -> Any:
     try:
-        return json.loads(text or "{}")
+        return json_input.loads(text or "{}", field="payload")
+    except json_input.JSONInputError as exc:
+        errors["payload"] = [exc.message]
     except json.JSONDecodeError as exc:
         errors["payload"] = [f"is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"]
-        return None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        errors["payload"] = [f"is not valid JSON: {exc}"]
+    return None
 
 
 def _api_data(values: dict[str, str], names: set[str], kind: str, errors: dict[str, list[str]]) -> dict[str, Any]:
@@ -198,7 +208,7 @@ def bind_update(post: QueryDict, *, job: Job) -> JobForm:
     data = _api_data(values, changed, job.type, errors)
     if not data and not errors:
         return JobForm(values=values, errors={"general": ["nothing changed"]})
-    serializer = JobInputSerializer(job, data=data, partial=True)
+    serializer = JobUpdateSerializer(job, data=data, partial=True)
     if not serializer.is_valid():
         errors.update(_flatten(serializer.errors))
     return JobForm(values=values, errors=errors, serializer=None if errors else serializer)

@@ -20,6 +20,7 @@ from executions.states import InvalidTransition
 from jobs.models import Job
 from jobs.services import QuotaExceeded, job_cancel, job_create, job_pause, job_resume, job_trigger, job_update
 from jobs.states import InvalidJobTransition
+from scheduler_project.json_input import printable
 from tenants.models import Tenant
 
 T = TypeVar("T")
@@ -79,7 +80,8 @@ def audit_record(
     detail: str = "",
     request_id=None,
 ) -> AuditEntry:
-    """Append one row to the audit log."""
+    """Append one row to the audit log. Text from a form may hold what PostgreSQL cannot store
+    (a NUL), so it is written escaped: a refused form is still audited, not a 500."""
     extra = {"request_id": request_id} if request_id is not None else {}
     return AuditEntry.objects.create(
         at=now,
@@ -88,11 +90,11 @@ def audit_record(
         action=action,
         target_type=target.type,
         target_id=target.id,
-        target_label=target.label[:200],
+        target_label=printable(target.label)[:200],
         job_id=target.job_id,
         tenant_id=target.tenant_id,
         outcome=outcome,
-        detail=detail[:4000],
+        detail=printable(detail)[:4000],
         source_ip=actor.source_ip,
         **extra,
     )

@@ -11,7 +11,7 @@ from functools import wraps
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView, LogoutView
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse, reverse_lazy
 from django.utils import timezone
@@ -30,6 +30,7 @@ from jobs.models import ConcurrencyPolicy, JobType, MisfirePolicy, Priority
 from jobs.selectors import job_get
 from jobs.states import JobState
 from scheduler_project.clock import db_now
+from scheduler_project.json_input import printable
 from tenants.selectors import scope_of, tenant_for_create
 
 LOGIN_URL = reverse_lazy("login")
@@ -46,6 +47,12 @@ def operator_view(view):
     @login_required(login_url=LOGIN_URL)
     @wraps(view)
     def wrapped(request: HttpRequest, *args, **kwargs):
+        # Filters go into queries, and PostgreSQL refuses a NUL in text: a 400, not a 500.
+        nul = sorted({name for name, values in request.GET.lists() for value in [name, *values] if "\x00" in value})
+        if nul:
+            names = ", ".join(printable(name) for name in nul)
+            message = f"a NUL character (\\u0000) in the query parameter(s) {names}"
+            return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
         request.tenant_scope = scope_of(user=request.user)
         return view(request, *args, **kwargs)
 
@@ -88,14 +95,15 @@ def _redirect_back(request: HttpRequest, fallback: str) -> HttpResponseRedirect:
 
 
 def _parse_when(value: str) -> datetime | None:
-    """A filter's time: ISO 8601; a time without an offset is UTC (what the pages show)."""
+    """A filter's time: ISO 8601; a time without an offset is UTC (what the pages show). Turned
+    into UTC here: PostgreSQL refuses offsets past ±15:59, which Python reads."""
     if not value:
         return None
     try:
         parsed = datetime.fromisoformat(value)
-    except ValueError:
+        return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    except (ValueError, OverflowError):
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _querystring(request: HttpRequest, **changes) -> str:

@@ -37,6 +37,7 @@ __all__ = [
     "MAX_RESPONSE_BYTES",
     "SIGNATURE_HEADER",
     "HttpCallError",
+    "check_url",
     "perform_request",
     "sign",
 ]
@@ -169,6 +170,12 @@ def perform_request(
 
 
 # -- URL / address handling -------------------------------------------------
+
+
+def check_url(url: str) -> None:
+    """Raise HttpCallError if `url` could never be called (scheme, host, port). Whether its
+    host is public is decided when it is called: DNS may answer differently by then."""
+    _parse_url(url)
 
 
 def _parse_url(url: str) -> tuple[SplitResult, str, int]:

@@ -30,11 +30,11 @@ class ExecutionSerializer(serializers.ModelSerializer):
     jobId = serializers.CharField(source="job_id")
     scheduledFor = serializers.DateTimeField(source="scheduled_for")
     availableAt = serializers.DateTimeField(source="available_at")
-    queuedAt = serializers.DateTimeField(source="queued_at")
-    startedAt = serializers.DateTimeField(source="started_at")
-    finishedAt = serializers.DateTimeField(source="finished_at")
-    cancelRequestedAt = serializers.DateTimeField(source="cancel_requested_at")
-    leaseExpiresAt = serializers.DateTimeField(source="lease_expires_at")
+    queuedAt = serializers.DateTimeField(source="queued_at", allow_null=True)
+    startedAt = serializers.DateTimeField(source="started_at", allow_null=True)
+    finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
+    cancelRequestedAt = serializers.DateTimeField(source="cancel_requested_at", allow_null=True)
+    leaseExpiresAt = serializers.DateTimeField(source="lease_expires_at", allow_null=True)
     workerId = serializers.CharField(source="worker_id")
 
     class Meta:

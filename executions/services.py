@@ -130,7 +130,7 @@ def execution_settle_failure(
             source=failed_state,
             target=S.DEAD,
             now=now,
-            message=f"attempts exhausted ({row.attempt} of {row.job.max_attempts})",
+            message=_exhausted_message(row.attempt, row.job.max_attempts),
             finished_at=now,
         )
         return S.DEAD
@@ -146,3 +146,10 @@ def execution_settle_failure(
     )
     wakeup.notify(when)
     return S.PENDING
+
+
+def _exhausted_message(attempt: int, max_attempts: int) -> str:
+    if attempt <= max_attempts:
+        return f"attempts exhausted ({attempt} of {max_attempts})"
+    # Only a re-drive runs an attempt past the policy's last; it gets that one attempt, no retries.
+    return f"attempts exhausted (attempt {attempt}, re-driven after the policy's {max_attempts}; no retries left)"

@@ -18,6 +18,8 @@ from jobs.serializers import (
     JobDetailOutputSerializer,
     JobInputSerializer,
     JobOutputSerializer,
+    JobUpdateSerializer,
+    ScheduleField,
     SchedulePreviewSerializer,
     TimezoneField,
 )
@@ -25,6 +27,19 @@ from jobs.services import job_cancel, job_create, job_pause, job_resume, job_tri
 from scheduler_project.clock import db_now
 from tenants.models import Tenant
 from tenants.selectors import scope_of, tenant_for_create
+
+# What the request schema cannot say (OpenAPI 3.0 has no rules between fields); a body that breaks
+# one is a 400 naming the field.
+JOB_RULES = """Rules between fields, checked with the schema's:
+
+- `type` decides the timing field: `runAt` (ONCE, with an offset), `delaySec` (DELAYED) or
+  `schedule` (CRON); the other two are not allowed, and `timezone` is for CRON jobs only.
+- `payload` must fit the handler's declared shape (`sleep`: `seconds`; `fail`: `failTimes`,
+  `message`; `http`: `url` required, `method`, `headers`, `body`, `timeoutSec`; `noop`: any object).
+- `retryPolicy.maxDelayMs` must be at least `initialDelayMs`.
+- A token creates only in its own tenant; an update cannot change `type` or `tenant`, and is
+  checked against the stored job (a CRON job's new `timezone` against its schedule, and so on).
+"""
 
 
 def _job_or_404(request, job_id) -> Job:
@@ -60,7 +75,15 @@ class JobListCreateApi(generics.ListAPIView):
     @extend_schema(
         request=JobInputSerializer,
         responses={201: JobOutputSerializer, 200: JobOutputSerializer},
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                {"type": "string", "maxLength": 255},
+                OpenApiParameter.HEADER,
+                description="The same key and body again answer the first job (200); another body, 409.",
+            )
+        ],
+        description=JOB_RULES,
     )
     def post(self, request):
         key = request.headers.get("Idempotency-Key") or None
@@ -88,11 +111,11 @@ class JobDetailApi(APIView):
         return Response(JobDetailOutputSerializer(_job_or_404(request, job_id)).data)
 
     # PUT behaves as PATCH (see _update), so its schema marks every field optional too.
-    @extend_schema(request=JobInputSerializer(partial=True), responses=JobOutputSerializer)
+    @extend_schema(request=JobUpdateSerializer(partial=True), responses=JobOutputSerializer, description=JOB_RULES)
     def put(self, request, job_id):
         return self._update(request, job_id)
 
-    @extend_schema(request=JobInputSerializer, responses=JobOutputSerializer)
+    @extend_schema(request=JobUpdateSerializer, responses=JobOutputSerializer, description=JOB_RULES)
     def patch(self, request, job_id):
         return self._update(request, job_id)
 
@@ -100,7 +123,7 @@ class JobDetailApi(APIView):
         job = _job_or_404(request, job_id)
         # PUT replaces what it names; like PATCH it leaves unnamed fields as they are, since a
         # job's identity (type, tenant) cannot change anyway.
-        serializer = JobInputSerializer(job, data=request.data, partial=True)
+        serializer = JobUpdateSerializer(job, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         fields = serializer.to_model_fields()
         fields.pop("type", None)
@@ -149,10 +172,18 @@ class JobExecutionsApi(generics.ListAPIView):
 
 
 class PreviewQuerySerializer(serializers.Serializer):
-    schedule = serializers.CharField(help_text="A cron expression, e.g. `30 2 * * *`.")
+    schedule = ScheduleField(max_length=200, help_text="A cron expression, e.g. `30 2 * * *`.")
     timezone = TimezoneField(required=False, default="UTC", help_text="An IANA timezone.")
     count = serializers.IntegerField(min_value=1, max_value=100, required=False, default=5)
     after = AwareDateTimeField(required=False, help_text="ISO 8601 with an offset; default now.")
+
+    def validate_schedule(self, value: str) -> str:
+        # Checked with the other fields, so a bad schedule and a bad timezone are both reported.
+        try:
+            cron.validate(value)
+        except cron.CronError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+        return value
 
 
 class SchedulePreviewApi(APIView):

@@ -4,9 +4,19 @@ from jobs.models import Job, JobType
 from jobs.states import JobState
 
 
+def invalid_choice_message(choices) -> dict[str, str]:
+    """A filter's error for an unknown value, listing the valid ones."""
+    valid = ", ".join(value for value, _ in choices)
+    return {"invalid_choice": f'"%(value)s" is not a valid choice; valid: {valid}'}
+
+
 class JobFilter(django_filters.FilterSet):
-    state = django_filters.MultipleChoiceFilter(choices=JobState.choices)
-    type = django_filters.MultipleChoiceFilter(choices=JobType.choices)
+    state = django_filters.MultipleChoiceFilter(
+        choices=JobState.choices, error_messages=invalid_choice_message(JobState.choices)
+    )
+    type = django_filters.MultipleChoiceFilter(
+        choices=JobType.choices, error_messages=invalid_choice_message(JobType.choices)
+    )
     pool = django_filters.CharFilter(field_name="pool")
     handler = django_filters.CharFilter(field_name="handler")
     name = django_filters.CharFilter(field_name="name", lookup_expr="icontains")

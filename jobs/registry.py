@@ -20,16 +20,20 @@ class HandlerSpec:
     # Run the handler inside the transaction that records SUCCEEDED, so its own database
     # writes commit with the outcome or not at all.
     atomic: bool = False
+    # A DRF serializer class the payload must fit, checked when a job is submitted or changed,
+    # so a malformed payload is a 400 rather than a run that fails its every attempt. None: any
+    # JSON object.
+    payload: type | None = None
 
 
 _handlers: dict[str, HandlerSpec] = {}
 
 
-def register(name: str, *, pool: str = "default", atomic: bool = False) -> Callable:
-    """Decorator: `@register("send-invoice", pool="billing")`."""
+def register(name: str, *, pool: str = "default", atomic: bool = False, payload: type | None = None) -> Callable:
+    """Decorator: `@register("send-invoice", pool="billing", payload=InvoicePayload)`."""
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        _handlers[name] = HandlerSpec(name=name, func=func, pool=pool, atomic=atomic)
+        _handlers[name] = HandlerSpec(name=name, func=func, pool=pool, atomic=atomic, payload=payload)
         return func
 
     return decorate
@@ -37,6 +41,14 @@ def register(name: str, *, pool: str = "default", atomic: bool = False) -> Calla
 
 def get(name: str) -> HandlerSpec | None:
     return _handlers.get(name)
+
+
+def payload_errors(spec: HandlerSpec, payload: Any) -> Any:
+    """What is wrong with `payload` for the handler, in DRF's error shape; None if it fits."""
+    if spec.payload is None:
+        return None
+    serializer = spec.payload(data=payload)
+    return None if serializer.is_valid() else serializer.errors
 
 
 def handler_names() -> list[str]:

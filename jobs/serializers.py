@@ -1,8 +1,10 @@
 """The job's public shape (camelCase, as the API contract writes it) and its validation."""
 
+import functools
 import json
+import zoneinfo
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.utils import timezone as django_timezone
@@ -19,12 +21,26 @@ MAX_DELAY_SEC = 10 * 365 * 86400
 class StrictSerializer(serializers.Serializer):
     """Refuses fields it does not know, so a typo ('runat') is an error rather than ignored."""
 
+    # Why a field known elsewhere is not accepted here, said instead of "unknown field".
+    refused_fields: ClassVar[dict[str, str]] = {}
+
     def to_internal_value(self, data):
         if isinstance(data, dict):
             unknown = sorted(set(data) - set(self.fields))
             if unknown:
-                raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
+                raise serializers.ValidationError(
+                    {name: [self.refused_fields.get(name, "unknown field")] for name in unknown}
+                )
         return super().to_internal_value(data)
+
+
+class ChoiceField(serializers.ChoiceField):
+    """A choice whose error lists the valid ones, so a caller need not look them up."""
+
+    def __init__(self, choices, **kwargs) -> None:
+        super().__init__(choices, **kwargs)
+        valid = ", ".join(str(choice) for choice in self.choices)
+        self.error_messages["invalid_choice"] = f'"{{input}}" is not a valid choice; valid: {valid}'
 
 
 class AwareDateTimeField(serializers.DateTimeField):
@@ -41,8 +57,14 @@ class AwareDateTimeField(serializers.DateTimeField):
         return super().to_internal_value(value)
 
 
+@functools.cache
+def known_timezones() -> frozenset[str]:
+    """The IANA names this machine's zoneinfo lists (read once: it walks the tz database)."""
+    return frozenset(zoneinfo.available_timezones())
+
+
 class TimezoneField(serializers.CharField):
-    """An IANA timezone name that this machine's zoneinfo knows."""
+    """An IANA timezone name that this machine's zoneinfo lists (the schema's enum of them)."""
 
     def __init__(self, **kwargs) -> None:
         kwargs.setdefault("max_length", 64)
@@ -54,12 +76,65 @@ class TimezoneField(serializers.CharField):
             cron.parse_timezone(value)
         except cron.CronError as exc:
             raise serializers.ValidationError(str(exc)) from exc
+        if value not in known_timezones():
+            raise serializers.ValidationError(f"unknown timezone {value!r}")
         return value
 
 
+class HandlerNameField(serializers.CharField):
+    """A registered handler's name (checked with the pool by TargetSerializer)."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("max_length", 100)
+        super().__init__(**kwargs)
+
+
+class PoolNameField(serializers.CharField):
+    """A known pool's name (checked with the handler by TargetSerializer)."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("max_length", 64)
+        super().__init__(**kwargs)
+
+
+def _cron_pattern() -> str:
+    """A regular expression for the usual five-field cron syntax, for the schema: numbers in each
+    field's range, `*`, lists, ranges and steps, month and weekday names. The server reads a
+    little more (steps on ranges) and still refuses a schedule that never fires (`0 0 30 2 *`)."""
+    months = "JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC"
+    days = "SUN|MON|TUE|WED|THU|FRI|SAT"
+    numbers = [
+        "[0-5]?[0-9]",
+        "[01]?[0-9]|2[0-3]",
+        "0?[1-9]|[12][0-9]|3[01]",
+        f"0?[1-9]|1[0-2]|{months}|{months.lower()}",
+        f"[0-7]|{days}|{days.lower()}",
+    ]
+    step = "/[1-9][0-9]?"
+
+    def field(number: str) -> str:
+        item = f"\\*(?:{step})?|(?:{number})(?:{step}|-(?:{number}))?"
+        return f"(?:{item})(?:,(?:{item}))*"
+
+    return "^" + " ".join(field(number) for number in numbers) + "$"
+
+
+SCHEDULE_PATTERN = _cron_pattern()
+
+
+@extend_schema_field({"type": "string", "maxLength": 200, "pattern": SCHEDULE_PATTERN})
+class ScheduleField(serializers.CharField):
+    """A five-field cron expression."""
+
+
+@extend_schema_field({"type": "object", "additionalProperties": True})
+class PayloadField(serializers.JSONField):
+    """A JSON object: the handler's input."""
+
+
 class TargetSerializer(StrictSerializer):
-    handler = serializers.CharField(max_length=100)
-    pool = serializers.CharField(max_length=64, required=False)
+    handler = HandlerNameField()
+    pool = PoolNameField(required=False)
 
     def validate(self, attrs):
         # An update may name only one of the two; the other comes from the job.
@@ -80,7 +155,7 @@ class TargetSerializer(StrictSerializer):
 
 class RetryPolicySerializer(StrictSerializer):
     maxAttempts = serializers.IntegerField(min_value=1, max_value=100, required=False, default=3)
-    backoff = serializers.ChoiceField(choices=Backoff.values, required=False, default=Backoff.EXPONENTIAL)
+    backoff = ChoiceField(choices=Backoff.values, required=False, default=Backoff.EXPONENTIAL)
     initialDelayMs = serializers.IntegerField(min_value=0, max_value=86_400_000, required=False, default=1000)
     maxDelayMs = serializers.IntegerField(min_value=0, max_value=7 * 86_400_000, required=False, default=60_000)
     jitter = serializers.BooleanField(required=False, default=True)
@@ -97,18 +172,18 @@ class JobInputSerializer(StrictSerializer):
     """Validates a create (all of it) or an update (partial=True: what is given)."""
 
     name = serializers.CharField(max_length=200)
-    type = serializers.ChoiceField(choices=JobType.values)
+    type = ChoiceField(choices=JobType.values)
     runAt = AwareDateTimeField(required=False, allow_null=True)
     delaySec = serializers.IntegerField(min_value=0, max_value=MAX_DELAY_SEC, required=False, allow_null=True)
-    schedule = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    schedule = ScheduleField(max_length=200, required=False)
     timezone = TimezoneField(required=False)
     target = TargetSerializer()
-    payload = serializers.JSONField(required=False)
+    payload = PayloadField(required=False)
     retryPolicy = RetryPolicySerializer(required=False)
     timeoutSec = serializers.IntegerField(min_value=1, max_value=7 * 86400, required=False)
-    priority = serializers.ChoiceField(choices=Priority.names, required=False)
-    misfirePolicy = serializers.ChoiceField(choices=MisfirePolicy.values, required=False)
-    concurrencyPolicy = serializers.ChoiceField(choices=ConcurrencyPolicy.values, required=False)
+    priority = ChoiceField(choices=Priority.names, required=False)
+    misfirePolicy = ChoiceField(choices=MisfirePolicy.values, required=False)
+    concurrencyPolicy = ChoiceField(choices=ConcurrencyPolicy.values, required=False)
     tenant = serializers.SlugField(required=False, help_text="Staff sessions only: the tenant to create in.")
 
     def validate_payload(self, value: Any) -> Any:
@@ -165,7 +240,18 @@ class JobInputSerializer(StrictSerializer):
                 cron.next_fire(merged["schedule"], timezone, django_timezone.now())
             except cron.CronError as exc:
                 raise serializers.ValidationError({"schedule": [str(exc)]}) from exc
+        self._check_payload(attrs, job)
         return attrs
+
+    def _check_payload(self, attrs, job: Job | None) -> None:
+        """The payload must fit its handler's declared shape: checked when either changes."""
+        if "payload" not in attrs and "target" not in attrs:
+            return
+        spec = registry.get(attrs["target"]["handler"] if "target" in attrs else job.handler)
+        payload = attrs["payload"] if "payload" in attrs else (job.payload if job is not None else {})
+        errors = registry.payload_errors(spec, payload) if spec is not None else None
+        if errors:
+            raise serializers.ValidationError({"payload": errors})
 
     def to_model_fields(self) -> dict[str, Any]:
         """The validated data in the model's terms, only what was given (for partial updates)."""
@@ -203,6 +289,13 @@ class JobInputSerializer(StrictSerializer):
         return fields
 
 
+class JobUpdateSerializer(JobInputSerializer):
+    """An update (PUT or PATCH): what is given changes; a job's tenant never does."""
+
+    tenant = None
+    refused_fields = {"tenant": "cannot be changed: a job stays in the tenant it was created in"}
+
+
 class TargetOutputSerializer(serializers.Serializer):
     pool = serializers.CharField()
     handler = serializers.CharField()
@@ -221,8 +314,8 @@ class JobOutputSerializer(serializers.Serializer):
     tenant = serializers.CharField(source="tenant.slug")
     name = serializers.CharField()
     type = serializers.CharField()
-    runAt = serializers.DateTimeField(source="run_at")
-    delaySec = serializers.IntegerField(source="delay_sec")
+    runAt = serializers.DateTimeField(source="run_at", allow_null=True)
+    delaySec = serializers.IntegerField(source="delay_sec", allow_null=True)
     schedule = serializers.CharField()
     timezone = serializers.CharField()
     target = TargetOutputSerializer(source="*")
@@ -233,7 +326,7 @@ class JobOutputSerializer(serializers.Serializer):
     misfirePolicy = serializers.CharField(source="misfire_policy")
     concurrencyPolicy = serializers.CharField(source="concurrency_policy")
     state = serializers.CharField()
-    nextFireAt = serializers.DateTimeField(source="next_fire_at")
+    nextFireAt = serializers.DateTimeField(source="next_fire_at", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
 

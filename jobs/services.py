@@ -187,8 +187,10 @@ def job_trigger(*, job: Job, now: datetime) -> Execution:
     job = Job.objects.select_for_update().get(pk=job.pk)
     if job.state == JobState.COMPLETED:
         job_transition(job_id=job.pk, target=JobState.ACTIVE, now=now)
+    elif job.state == JobState.PAUSED:
+        raise InvalidJobTransition(job.pk, job.state, "triggered", "the job is paused; resume it first")
     elif job.state != JobState.ACTIVE:
-        raise InvalidJobTransition(job.pk, job.state, "triggered")
+        raise InvalidJobTransition(job.pk, job.state, "triggered", f"the job is {job.state.lower()}; it runs no more")
     return execution_create(job=job, scheduled_for=now, now=now, origin=Origin.TRIGGER)
 
 

@@ -28,8 +28,8 @@ TERMINAL = frozenset({JobState.CANCELLED, JobState.COMPLETED})
 
 
 class InvalidJobTransition(Exception):
-    def __init__(self, job_id, current: str, target: str) -> None:
-        super().__init__(f"job {job_id} cannot go from {current} to {target}")
+    def __init__(self, job_id, current: str, target: str, message: str = "") -> None:
+        super().__init__(message or f"job {job_id} cannot go from {current} to {target}")
         self.current = current
         self.target = target
 

@@ -8,11 +8,30 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.utils import json
 
+from scheduler_project import json_input
 from scheduler_project.middleware import DATABASE_UNAVAILABLE, DATABASE_UNAVAILABLE_MESSAGE
 
 
 class PayloadTooLarge(exceptions.ParseError):
     status_code = status.HTTP_400_BAD_REQUEST
+
+
+# Room in a request body for a job's fields besides its payload (name, schedule, target, ...).
+BODY_ROOM_BYTES = 16 * 1024
+
+
+def request_body_limit() -> int:
+    """The largest request body the API reads: the payload limit plus room for the rest."""
+    return settings.TICKWORK_MAX_PAYLOAD_BYTES + BODY_ROOM_BYTES
+
+
+def _body_limit_message(size: str) -> str:
+    payload_limit = settings.TICKWORK_MAX_PAYLOAD_BYTES
+    return (
+        f"the request body is {size}; a request body may be at most {request_body_limit()} bytes "
+        f"(a payload of up to {payload_limit} bytes, TICKWORK_MAX_PAYLOAD_BYTES, plus {BODY_ROOM_BYTES} "
+        "for the other fields)"
+    )
 
 
 class LimitedJSONParser(BaseParser):
@@ -31,19 +50,21 @@ class LimitedJSONParser(BaseParser):
     def parse(self, stream, media_type=None, parser_context=None):
         parser_context = parser_context or {}
         request = parser_context.get("request")
-        limit = settings.TICKWORK_MAX_PAYLOAD_BYTES + 16 * 1024
+        limit = request_body_limit()
         length = int(request.META.get("CONTENT_LENGTH") or 0) if request is not None else 0
         if length > limit:
-            raise PayloadTooLarge({"payload": [f"request body is {length} bytes; the limit is {limit}"]})
+            raise PayloadTooLarge({"payload": [_body_limit_message(f"{length} bytes")]})
         raw = stream.read(limit + 1)
         if len(raw) > limit:
-            raise PayloadTooLarge({"payload": [f"request body is over the limit of {limit} bytes"]})
+            raise PayloadTooLarge({"payload": [_body_limit_message(f"over {limit} bytes")]})
         try:
             text = raw.decode(parser_context.get("encoding") or settings.DEFAULT_CHARSET)
             parse_constant = json.strict_constant if api_settings.STRICT_JSON else None
-            data = json.loads(text, parse_constant=parse_constant)
+            data = json_input.loads(text, parse_constant=parse_constant)
+        except json_input.JSONInputError as exc:
+            raise exceptions.ParseError({exc.field or "non_field_errors": [exc.message]}) from None
         except ValueError as exc:  # includes UnicodeDecodeError
-            raise exceptions.ParseError(f"JSON parse error - {exc}")
+            raise exceptions.ParseError(f"JSON parse error - {exc}") from None
         if not isinstance(data, dict):
             raise exceptions.ParseError({"non_field_errors": ["the request body must be a JSON object"]})
         return data
@@ -55,6 +76,24 @@ class Pagination(CursorPagination):
     page_size_query_param = "pageSize"
     max_page_size = 500
     ordering = "-created_at"
+
+    def get_page_size(self, request):
+        # Refused rather than quietly replaced by the default, as any other bad parameter is.
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return self.page_size
+        if not raw.isdigit() or not 1 <= int(raw) <= self.max_page_size:
+            raise exceptions.ValidationError(
+                {self.page_size_query_param: [f"must be a whole number from 1 to {self.max_page_size}"]}
+            )
+        return int(raw)
+
+    def get_schema_operation_parameters(self, view):
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"].update(minimum=1, maximum=self.max_page_size)
+        return parameters
 
 
 def exception_handler(exc, context):

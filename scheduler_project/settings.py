@@ -157,7 +157,7 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "scheduler_project.rest.Pagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "scheduler_project.schema.AutoSchema",
     "EXCEPTION_HANDLER": "scheduler_project.rest.exception_handler",
     "DATETIME_FORMAT": "iso-8601",
     "UNAUTHENTICATED_USER": None,
@@ -171,6 +171,7 @@ SPECTACULAR_SETTINGS = {
     # Swagger UI's assets come from a pip package, not a CDN: installs may have no internet.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "scheduler_project.schema.postprocess"],
 }
 
 # --- Celery (the transport; the database is the source of truth) --------------------------------

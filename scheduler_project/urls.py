@@ -15,8 +15,10 @@ from jobs.api import (
     JobTriggerApi,
     SchedulePreviewApi,
 )
+from scheduler_project.api_index import ApiIndexApi
 
 api = [
+    path("", ApiIndexApi.as_view(), name="api-index"),
     path("jobs", JobListCreateApi.as_view(), name="job-list"),
     path("jobs/<str:job_id>", JobDetailApi.as_view(), name="job-detail"),
     path("jobs/<str:job_id>/pause", JobPauseApi.as_view(), name="job-pause"),

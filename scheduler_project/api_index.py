@@ -1,0 +1,52 @@
+"""GET /v1/: where the API's parts are, for a person or a client starting from the base URL."""
+
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+# (name, path under /v1/, what it is); {id} parts are filled in by the caller.
+ENDPOINTS = [
+    ("jobs", "jobs", "list (GET) and create (POST) jobs"),
+    ("job", "jobs/{jobId}", "a job: GET, PUT, PATCH, DELETE (cancel)"),
+    ("jobPause", "jobs/{jobId}/pause", "POST: pause"),
+    ("jobResume", "jobs/{jobId}/resume", "POST: resume"),
+    ("jobTrigger", "jobs/{jobId}/trigger", "POST: run now, outside the schedule"),
+    ("jobExecutions", "jobs/{jobId}/executions", "a job's executions, newest first"),
+    ("executions", "executions", "executions; ?state=DEAD is the dead-letter queue"),
+    ("execution", "executions/{executionId}", "an execution with its events"),
+    ("executionCancel", "executions/{executionId}/cancel", "POST: cancel"),
+    ("executionRetry", "executions/{executionId}/retry", "POST: re-drive a DEAD, FAILED or CANCELLED one"),
+    ("schedulePreview", "schedule/preview", "next fire times of a cron schedule (no token needed)"),
+    ("health", "health", "200 when the database and broker answer (no token needed)"),
+    ("schema", "schema", "the OpenAPI 3 schema (no token needed)"),
+    ("docs", "docs", "the API docs, Swagger UI (no token needed)"),
+]
+
+
+class ApiIndexApi(APIView):
+    """The API's endpoints, with links; no token needed."""
+
+    permission_classes = [AllowAny]
+    authentication_classes: list = []
+
+    @extend_schema(
+        responses=inline_serializer(
+            "ApiIndex",
+            {
+                "name": serializers.CharField(),
+                "authentication": serializers.CharField(),
+                "endpoints": serializers.DictField(child=serializers.DictField(child=serializers.CharField())),
+            },
+        )
+    )
+    def get(self, request):
+        base = request.build_absolute_uri("/v1/")
+        return Response(
+            {
+                "name": "Tickwork API",
+                "authentication": "Authorization: Bearer <token> (python manage.py create_token <tenant>)",
+                "endpoints": {name: {"url": base + path, "does": does} for name, path, does in ENDPOINTS},
+            }
+        )

@@ -1,0 +1,116 @@
+"""What JSON from a client may hold before a serializer or the database sees it.
+
+PostgreSQL stores no NUL character in text or jsonb, and no lone UTF-16 surrogate (JSON's
+`\\ud800` escape makes one); Python's json module recurses once per level of nesting, so a
+deeply nested document raises RecursionError; and a number too big for a float parses as
+infinity, which JSON cannot represent on the way out. Each of these would surface as a 500,
+or a half-written job, if it got past the request's parsing. Here each is a 400 naming the
+field, before anything is validated or written. The API's parser and the dashboard's job form
+both parse through `loads`.
+"""
+
+import json
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+# Levels of nesting allowed inside one field's value ({"a": {"b": 1}} is 2). Real payloads
+# nest a handful of levels; this leaves room for them and none for a recursion bomb.
+MAX_DEPTH = 32
+
+# A JSON string (escapes included) or a bracket: enough to measure nesting without parsing.
+_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+class JSONInputError(ValueError):
+    """JSON that parses but cannot be accepted; `field` names where it is."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def printable(text: str) -> str:
+    """`text` with unstorable characters written as JSON escapes, safe to echo in a response."""
+    return _UNSTORABLE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+def loads(text: str, *, field: str | None = None, parse_constant: Callable | None = None) -> Any:
+    """Parse `text`, refusing too deep nesting, unstorable strings and non-finite numbers.
+
+    With `field`, the whole document is that field's value (the dashboard's payload box);
+    without, it is a request body whose top-level keys name the fields.
+    """
+    limit = MAX_DEPTH if field is not None else MAX_DEPTH + 1
+    deep_field = _too_deep(text, limit)
+    if deep_field is not None:
+        raise JSONInputError(field or deep_field, f"is nested deeper than {MAX_DEPTH} levels")
+    data = json.loads(text, parse_constant=parse_constant)
+    if field is not None:
+        _check_value(data, field)
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            name = printable(key)
+            if name != key:
+                raise JSONInputError(name, _unstorable_message(key, "the field's name"))
+            _check_value(value, name)
+    return data
+
+
+def _too_deep(text: str, limit: int) -> str | None:
+    """The top-level key whose value nests deeper than `limit` (counting the document's own
+    brackets), "" when the document itself does, None when nothing does. Strings are skipped
+    whole, so brackets inside them do not count."""
+    depth = 0
+    key = ""
+    for match in _TOKENS.finditer(text):
+        token = match.group()
+        if token[0] == '"':
+            # At depth 1 the last string before a bracket is that value's key.
+            if depth == 1:
+                key = token
+        elif token in "[{":
+            depth += 1
+            if depth > limit:
+                return _decode_key(key)
+        else:
+            depth -= 1
+    return None
+
+
+def _decode_key(token: str) -> str:
+    if not token:
+        return ""
+    try:
+        return printable(json.loads(token))
+    except ValueError:
+        return token[1:-1]
+
+
+def _check_value(value: Any, field: str) -> None:
+    # Iterative: the depth is already bounded, but there is no reason to spend the stack.
+    stack: list[tuple[Any, str]] = [(value, field)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if _UNSTORABLE.search(item):
+                raise JSONInputError(field, _unstorable_message(item, f"the text at {path}"))
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise JSONInputError(field, f"has a number at {path} too large to store")
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if _UNSTORABLE.search(key):
+                    raise JSONInputError(field, _unstorable_message(key, f"a key in {path}"))
+                stack.append((child, f"{path}.{key}"))
+        elif isinstance(item, list):
+            stack.extend((child, f"{path}[{index}]") for index, child in enumerate(item))
+
+
+def _unstorable_message(text: str, where: str) -> str:
+    char = _UNSTORABLE.search(text).group()
+    kind = "a NUL character" if char == "\x00" else "a lone surrogate (half of a UTF-16 pair)"
+    return f"{where} contains {kind}, \\u{ord(char):04x}, which cannot be stored"

@@ -1,0 +1,121 @@
+"""The API's schema is true: schemathesis, with all its checks and the schema's links, against
+the web role started as production starts it (daphne), on PostgreSQL, with a tenant's token.
+It fails on any server error, undocumented status, response that does not match the schema,
+schema-valid request refused or schema-invalid request accepted (schemathesis.toml says where
+a schema-valid body may still break a rule between fields)."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import requests
+from django.db import connection
+
+from tenants.services import tenant_create, token_create
+
+REPO = Path(__file__).resolve().parent.parent
+# Enough examples per operation to find what the checks look for, within CI's time.
+MAX_EXAMPLES = 10
+
+
+def _database_url() -> str:
+    s = connection.settings_dict
+    auth = quote(s["USER"] or "", safe="") + (":" + quote(s["PASSWORD"], safe="") if s["PASSWORD"] else "")
+    port = f":{s['PORT']}" if s["PORT"] else ""
+    return f"postgres://{auth}{'@' if auth else ''}{s['HOST'] or '127.0.0.1'}{port}/{s['NAME']}"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def web(transactional_db, tmp_path):
+    """The web role on a free port, against this test's database; stopped at teardown."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the schema test runs on PostgreSQL (DATABASE_URL)")
+    port = _free_port()
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("TICKWORK_", "DJANGO_", "DATABASE_"))}
+    env.update(
+        DJANGO_SETTINGS_MODULE="scheduler_project.settings",
+        DATABASE_URL=_database_url(),
+        TICKWORK_VAR_DIR=str(tmp_path / "var"),
+        # A connection per request, not one kept per server thread: the machine's PostgreSQL
+        # is shared with the rest of the suite.
+        DATABASE_CONN_MAX_AGE="0",
+        PYTHONUNBUFFERED="1",
+    )
+    log = open(tmp_path / "web.log", "wb")  # closed at teardown
+    daphne = shutil.which("daphne", path=str(Path(sys.executable).parent)) or "daphne"
+    popen = subprocess.Popen(
+        [daphne, "-b", "127.0.0.1", "-p", str(port), "scheduler_project.asgi:application"],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if requests.get(f"{base}/v1/schema", timeout=5).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert popen.poll() is None, (tmp_path / "web.log").read_text()
+            assert time.monotonic() < deadline, "the web role did not answer within 60 s"
+            time.sleep(0.2)
+        yield base
+    finally:
+        popen.terminate()
+        try:
+            popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait()
+        log.close()
+        connection.close()
+
+
+@pytest.mark.e2e
+def test_schema_truth_schemathesis_finds_nothing(web, tmp_path):
+    _, token = token_create(tenant=tenant_create(slug="acme"))
+    st = shutil.which("st", path=str(Path(sys.executable).parent)) or "st"
+    run = subprocess.run(
+        [
+            st,
+            "--config-file",
+            str(REPO / "schemathesis.toml"),
+            "run",
+            f"{web}/v1/schema",
+            "--header",
+            f"Authorization: Bearer {token}",
+            "--checks",
+            "all",
+            "--max-examples",
+            str(MAX_EXAMPLES),
+            "--workers",
+            "2",
+            "--generation-database",
+            "none",
+            "--no-color",
+            "--output-sanitize",
+            "false",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    server_log = (tmp_path / "web.log").read_text(errors="replace")
+    assert run.returncode == 0, f"{run.stdout}\n{run.stderr}\n--- web role ---\n{server_log[-5000:]}"
