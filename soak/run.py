@@ -350,17 +350,18 @@ class Planned:
 
 
 def plan(cfg: Config, tokens: list[str], rng: random.Random) -> list[Planned]:
-    window = cfg.seconds
+    """The jobs, each with the moment it is submitted: one-off ones spread over the run, due
+    within seconds of their submission; the cron jobs first."""
     kinds = rng.choices(list(KINDS), weights=list(KINDS.values()), k=cfg.jobs)
     # Each kind at least once, whatever the count.
     kinds[: len(KINDS)] = list(KINDS)
     jobs = []
     for n, kind in enumerate(kinds):
-        at = rng.uniform(0, window)
+        at = rng.uniform(0, cfg.seconds)
         payload: dict = {"seconds": round(rng.uniform(0, 0.2), 3)}
         body: dict = {"name": f"soak {kind} {n}", "target": {"handler": "soak-effect"}, "retryPolicy": RETRY}
         if kind == "once":
-            due = datetime.now(UTC).timestamp() + at + rng.uniform(0, 5)
+            due = time.time() + at + rng.uniform(0, 5)
             body.update(type="ONCE", runAt=datetime.fromtimestamp(due, UTC).isoformat())
         elif kind == "cancel-pending":
             body.update(type="ONCE", runAt=datetime.fromtimestamp(time.time() + 3600, UTC).isoformat())
@@ -424,6 +425,7 @@ class Soak:
         self.timeline: list[tuple[float, int, bool, Callable[[], None]]] = []
         self.timeline_lock = threading.Lock()
         self.sequence = 0
+        self.findings: list[str] = []  # what the run itself ran into
 
     def _env(self) -> dict[str, str]:
         env = {
@@ -674,15 +676,18 @@ class Soak:
         self.roles.watch()
         log("submissions and faults done; waiting for the cron jobs' due fires to be claimed")
         cron_ids = [job.job_id for job in self.jobs if job.kind == "cron" and job.job_id]
-        wait_until(
-            lambda: self.scalar(
-                "SELECT count(*) = 0 FROM executions_execution WHERE job_id = ANY(%s::uuid[])"
-                " AND state = 'PENDING' AND available_at <= now()",
-                [cron_ids],
-            ),
-            timeout=60,
-            what="the cron jobs' due fires to be claimed",
-        )
+        try:
+            wait_until(
+                lambda: self.scalar(
+                    "SELECT count(*) = 0 FROM executions_execution WHERE job_id = ANY(%s::uuid[])"
+                    " AND state = 'PENDING' AND available_at <= now()",
+                    [cron_ids],
+                ),
+                timeout=60,
+                what="the cron jobs' due fires to be claimed",
+            )
+        except SoakError as exc:
+            self.findings.append(str(exc))
         self.cron_cancelled_at = self.scalar("SELECT now()")
         for job in self.jobs:
             if job.kind == "cron" and job.job_id:
@@ -791,6 +796,7 @@ class Soak:
         submitted = sum(1 for job in self.jobs if job.job_id)
         moves = figures.moves
         violations = [
+            *self.findings,
             *figures.violations,
             *(f"API: {error}" for error in self.api.errors),
             *(f"role: {exit}" for exit in self.roles.unexpected_exits),
