@@ -193,7 +193,7 @@ def audit_execution(execution: Execution, *, allowed: frozenset[str], may_run: b
     figures.duplicate_effects += extra
     if extra > explained:
         figures.unexplained_effects += extra - explained
-        say(f"{name} made {len(execution.effects)} effects but only {explained} runs were taken away")
+        say(f"{name} made {len(execution.effects)} effects, of which {explained} by runs that were taken away")
 
 
 def audit_cron(

@@ -304,20 +304,25 @@ class Api:
     """The tenants' HTTP clients (standard library). Creates carry an Idempotency-Key, so a retry
     after a lost answer cannot create a job twice."""
 
+    ATTEMPTS = 10
+
     def __init__(self, base: str) -> None:
         self.base = base
         self.errors: list[str] = []
+        self.unavailable = 0  # answers 503: the web says the database is out of reach for now
 
     def call(self, method: str, path: str, token: str, body: dict | None = None, key: str = "") -> tuple[int, dict]:
+        """The answer's status and JSON body; 0 when there was none. Every call the soak makes may
+        be repeated (creates carry a key, a cancel asked twice is not an error): a 503 is retried
+        when its Retry-After says, and so is any other 5xx or a failed connection, which is also
+        reported, since the web role is not faulted."""
         headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
         if key:
             headers["Idempotency-Key"] = key
         data = json.dumps(body).encode() if body is not None else None
-        last = ""
-        # Every call the soak makes may be repeated: creates carry a key, a cancel asked twice is
-        # not an error. The web role is not faulted, so each failure is reported all the same.
-        for attempt in range(4):
+        for attempt in range(1, self.ATTEMPTS + 1):
             request = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
+            retry_after = 0.5 * attempt
             try:
                 with urllib.request.urlopen(request, timeout=30) as response:
                     return response.status, json.loads(response.read() or b"{}")
@@ -325,11 +330,16 @@ class Api:
                 text = exc.read().decode(errors="replace")
                 if exc.code < 500:
                     return exc.code, json.loads(text) if text.startswith("{") else {"detail": text}
-                last = f"{exc.code} {' '.join(text.split())[:200]}"
+                if exc.code == 503:
+                    self.unavailable += 1
+                    with contextlib.suppress(TypeError, ValueError):
+                        retry_after = min(5.0, float(exc.headers.get("Retry-After")))
+                else:
+                    self.errors.append(f"{method} {path}: {exc.code} {' '.join(text.split())[:200]} (try {attempt})")
             except (OSError, ValueError) as exc:
-                last = f"{exc.__class__.__name__}: {exc}"
-            self.errors.append(f"{method} {path}: {last} (attempt {attempt + 1})")
-            time.sleep(0.5 * (attempt + 1))
+                self.errors.append(f"{method} {path}: {exc.__class__.__name__}: {exc} (try {attempt})")
+            time.sleep(retry_after)
+        self.errors.append(f"{method} {path}: no answer after {self.ATTEMPTS} tries")
         return 0, {}
 
 
@@ -829,6 +839,7 @@ class Soak:
             f" unexplained {figures.unexplained_effects})"
         )
         print(f"cron: {figures.cron_fires} fires, doubled {figures.cron_doubled}, skipped {figures.cron_skipped}")
+        print(f"API: {self.api.unavailable} answers 503 (retried), {len(self.api.errors)} failed calls (violations)")
         worker_logs = "".join(self.roles.log_of(role) for role in self.roles.of("worker"))
         print(
             "fencing: stale outcomes refused by the lease token"
