@@ -81,6 +81,7 @@ KINDS = {
 }
 RETRY = {"maxAttempts": 20, "backoff": "FIXED", "initialDelayMs": 300, "maxDelayMs": 300, "jitter": False}
 TERMINAL = ("SUCCEEDED", "CANCELLED", "DEAD")
+OVERRUN_SECONDS = 120  # how far past --minutes submissions and faults may run before they are cut
 
 
 def log(message: str) -> None:
@@ -308,6 +309,7 @@ class Api:
 
     def __init__(self, base: str) -> None:
         self.base = base
+        self.deadline = float("inf")  # monotonic time after which a failed call is not repeated
         self.errors: list[str] = []
         self.unavailable = 0  # answers 503: the web says the database is out of reach for now
 
@@ -338,8 +340,10 @@ class Api:
                     self.errors.append(f"{method} {path}: {exc.code} {' '.join(text.split())[:200]} (try {attempt})")
             except (OSError, ValueError) as exc:
                 self.errors.append(f"{method} {path}: {exc.__class__.__name__}: {exc} (try {attempt})")
+            if time.monotonic() > self.deadline:
+                break
             time.sleep(retry_after)
-        self.errors.append(f"{method} {path}: no answer after {self.ATTEMPTS} tries")
+        self.errors.append(f"{method} {path}: no answer after {attempt} tries")
         return 0, {}
 
 
@@ -658,10 +662,18 @@ class Soak:
         for when, kind in fault_times(self.cfg, self.rng):
             self.at(when, lambda kind=kind: self.fault(kind), api=False)
         calls = []
+        # Bounded in time whatever the web does: past the overrun nothing more is asked of it.
+        overrun = self.cfg.seconds + OVERRUN_SECONDS
+        self.api.deadline = self.started + overrun
         with ThreadPoolExecutor(max_workers=4, thread_name_prefix="api") as pool:
             # Until nothing is left to do and no call is under way (a create's answer may add a
             # cancel to the timeline): the last fault ends the run.
             while self.timeline or calls:
+                if self.elapsed() > overrun:
+                    left = len(self.timeline)
+                    self.findings.append(f"the run overran by {OVERRUN_SECONDS}s; {left} actions left undone")
+                    pool.shutdown(cancel_futures=True)
+                    break
                 with self.timeline_lock:
                     due = []
                     while self.timeline and self.timeline[0][0] <= self.elapsed():
