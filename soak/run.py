@@ -138,6 +138,12 @@ def parse_args(argv: list[str]) -> Config:
         parser.error("--workers must be at least 2: one is frozen or killed while the others run")
     if "soak" not in db_name:
         parser.error("SOAK_DB_NAME must contain 'soak': the soak drops it")
+    postgres_url = os.environ.get("SOAK_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+    if urlsplit(postgres_url).scheme not in ("postgres", "postgresql"):
+        parser.error("SOAK_POSTGRES_URL must point to PostgreSQL (postgres://user@host:port/database)")
+    broker_url = os.environ.get("SOAK_BROKER_URL", "redis://127.0.0.1:6379/12")
+    if urlsplit(broker_url).scheme != "redis" or not urlsplit(broker_url).path.strip("/").isdigit():
+        parser.error("SOAK_BROKER_URL must be a Redis database of the soak's own (redis://host:port/db): it is flushed")
     return Config(
         minutes=args.minutes or (1.0 if args.short else 8.0),
         jobs=args.jobs or (300 if args.short else 3000),
@@ -147,9 +153,9 @@ def parse_args(argv: list[str]) -> Config:
         settle_timeout=args.settle_timeout,
         seed=args.seed if args.seed is not None else random.randrange(1_000_000),
         keep=args.keep,
-        postgres_url=os.environ.get("SOAK_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
+        postgres_url=postgres_url,
         db_name=db_name,
-        broker_url=os.environ.get("SOAK_BROKER_URL", "redis://127.0.0.1:6379/12"),
+        broker_url=broker_url,
     )
 
 
