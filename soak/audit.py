@@ -15,8 +15,8 @@ tested on its own (soak/tests/test_audit.py). The rules:
   fire to the one pending when the soak cancelled it.
 
 A run is a QUEUED → RUNNING event and what ended it (the next move out of RUNNING). An effect
-belongs to the latest run its worker process started before it: a worker process runs one
-handler at a time, so that is the run whose handler made it.
+belongs to the run of its attempt in its worker process (the handler writes both down). No clock
+is compared: the events' times and the effects' come from different processes' readings.
 """
 
 import re
@@ -146,15 +146,14 @@ def audit_execution(execution: Execution, *, allowed: frozenset[str], may_run: b
     if runs and not may_run:
         say(f"{name} was started {len(runs)} time(s) although it was cancelled before it was due")
     for effect in execution.effects:
-        owner = max(
-            (run for run in runs if run.start.worker == effect.worker and run.start.at <= effect.at),
-            key=lambda run: run.start.at,
-            default=None,
-        )
-        if owner is None:
-            say(f"{name}: an effect of {effect.worker} at {effect.at.isoformat()} with no run of that worker before it")
-        else:
-            owner.effects.append(effect)
+        # A process runs one handler at a time; should it have run one attempt twice (a run given
+        # back without a new attempt), the effect is its latest run's before the effect.
+        own = [run for run in runs if (run.start.worker, run.start.attempt) == (effect.worker, effect.attempt)]
+        if not own:
+            say(f"{name}: an effect of attempt {effect.attempt} on {effect.worker}, which never started it")
+            continue
+        owner = max((run for run in own if run.start.at <= effect.at), key=lambda run: run.start.at, default=own[-1])
+        owner.effects.append(effect)
 
     succeeded = [run for run in runs if run.end is not None and run.end.to_state == SUCCEEDED]
     if len(succeeded) > 1:
@@ -168,8 +167,6 @@ def audit_execution(execution: Execution, *, allowed: frozenset[str], may_run: b
         if run.end.to_state == SUCCEEDED:
             if len(run.effects) != 1:
                 say(f"{what} was recorded SUCCEEDED with {len(run.effects)} effects")
-            if run.end.at < run.start.at:
-                say(f"{what} was recorded SUCCEEDED at {run.end.at.isoformat()}, before it started (a stale write)")
         elif run.end.to_state == FAILED:
             if run.effects:
                 say(f"{what} failed after its effect (the handler only fails before it)")

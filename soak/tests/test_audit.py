@@ -189,3 +189,15 @@ def test_a_doubled_fire_is_found():
     fires = [cron_fire(1), cron_fire(2), cron_fire(2), cron_fire(3, "CANCELLED")]
     figures = audited_cron(fires, cancelled_at=at(60 * 2 + 30))
     assert figures.cron_doubled == 1
+
+
+def test_an_effect_belongs_to_its_attempts_run_whatever_the_clocks_say():
+    """The start event's time is the worker's reading of the database's clock, the effect's the
+    database's own: an effect stamped a moment before its run's start is still that run's."""
+    figures = audited(succeeded(ran_once(), [Effect(at(1.99), 1, W1)]))
+    assert figures.violations == []
+
+
+def test_an_effect_of_an_attempt_its_worker_never_started_is_found():
+    figures = audited(succeeded(ran_once(), [Effect(at(2.5), 1, W1), Effect(at(2.6), 2, W1)]))
+    assert any("an effect of attempt 2 on host:101, which never started it" in v for v in figures.violations)
