@@ -7,7 +7,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/tickwork_test
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install install-dev run test lint bench soak soak-short clean
+.PHONY: install install-dev run test lint bench clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,7 @@ bench: install-dev
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 ## Fault-injection soak on PostgreSQL and Redis (soak/run.py): 8 minutes, 3,000 jobs; -short: 1 minute.
+.PHONY: soak soak-short
 soak: install-dev
 	$(BIN)/python soak/run.py $(SOAK_ARGS)
 
