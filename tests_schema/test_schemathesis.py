@@ -11,24 +11,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 import requests
 from django.db import connection
 
+from dispatch.tests.harness import database_url
 from tenants.services import tenant_create, token_create
 
 REPO = Path(__file__).resolve().parent.parent
 # Enough examples per operation to find what the checks look for, within CI's time.
 MAX_EXAMPLES = 10
-
-
-def _database_url() -> str:
-    s = connection.settings_dict
-    auth = quote(s["USER"] or "", safe="") + (":" + quote(s["PASSWORD"], safe="") if s["PASSWORD"] else "")
-    port = f":{s['PORT']}" if s["PORT"] else ""
-    return f"postgres://{auth}{'@' if auth else ''}{s['HOST'] or '127.0.0.1'}{port}/{s['NAME']}"
 
 
 def _free_port() -> int:
@@ -46,7 +39,7 @@ def web(transactional_db, tmp_path):
     env = {key: value for key, value in os.environ.items() if not key.startswith(("TICKWORK_", "DJANGO_", "DATABASE_"))}
     env.update(
         DJANGO_SETTINGS_MODULE="scheduler_project.settings",
-        DATABASE_URL=_database_url(),
+        DATABASE_URL=database_url(),
         TICKWORK_VAR_DIR=str(tmp_path / "var"),
         # A connection per request, not one kept per server thread: the machine's PostgreSQL
         # is shared with the rest of the suite.

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
+
+from dispatch.tests.harness import database_url
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make between
 # browser steps are plain blocking calls all the same.
@@ -60,14 +61,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _database_url() -> str:
-    db = connection.settings_dict
-    auth = db["USER"] or "postgres"
-    if db.get("PASSWORD"):
-        auth += f":{db['PASSWORD']}"
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
 def _flush_redis() -> None:
     """Drop what an earlier run left in the broker's database (stale tasks, bindings)."""
     import redis
@@ -84,7 +77,7 @@ class Stack:
         self.base = f"http://127.0.0.1:{self.port}"
         self.env = {
             **os.environ,
-            "DATABASE_URL": _database_url(),
+            "DATABASE_URL": database_url(),
             "CELERY_BROKER_URL": REDIS,
             "TICKWORK_VAR_DIR": str(tmp),
             # A short lease: heartbeats every second, so a cancel reaches the handler quickly.
