@@ -397,7 +397,58 @@ def _record_success(execution_id: str, lease_token: int, result: Any, now: datet
 
 
 def _record_successes(successes: list[Success]) -> None:
-    recorded = record_successes(successes, now=timezone.now())
+    """Record a batch of successes in one statement. Should that statement fail while the
+    database still answers, it was something in one run's outcome: each run is then recorded
+    alone, so that no other run of the batch (of any tenant) is left RUNNING to be retried."""
+    try:
+        recorded = record_successes(successes, now=timezone.now())
+    except Exception as exc:
+        if not _database_answers():
+            raise  # the database's trouble, not the outcomes': the recorder tries again
+        if len(successes) == 1:
+            recorded = _record_success_without_result(successes[0], exc)
+        else:
+            logger.exception("%d outcomes could not be recorded together; recording each alone", len(successes))
+            recorded = set().union(*(_record_success_alone(success) for success in successes))
     for success in successes:
         if str(success.execution_id) not in recorded:
             logger.warning("execution %s finished after its lease moved on; outcome discarded", success.execution_id)
+
+
+def _record_success_alone(success: Success) -> set:
+    try:
+        return record_successes([success], now=timezone.now())
+    except Exception as exc:
+        if not _database_answers():
+            raise
+        return _record_success_without_result(success, exc)
+
+
+def _record_success_without_result(success: Success, exc: Exception) -> set:
+    """A success whose result cannot be stored is still SUCCEEDED (its handler did its work, and
+    a retry would do it again), with the result replaced by an error that says why."""
+    logger.error("the result of execution %s cannot be stored", success.execution_id, exc_info=exc)
+    why = f"the handler's result could not be stored ({exc.__class__.__name__}: {exc})"[:500]
+    recorded = transition(
+        execution_id=success.execution_id,
+        source=S.RUNNING,
+        target=S.SUCCEEDED,
+        now=success.finished_at,
+        lease_token=success.lease_token,
+        message=f"succeeded; {why}",
+        finished_at=success.finished_at,
+        result=None,
+        error=why,
+    )
+    return {str(success.execution_id)} if recorded else set()
+
+
+def _database_answers() -> bool:
+    """Whether this thread's connection (a new one if it was closed) still runs a query: after a
+    failed statement, it tells a value the database refused from a database that went away."""
+    try:
+        connection.ensure_connection()
+        return connection.is_usable()
+    except Exception:
+        connection.close()
+        return False

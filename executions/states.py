@@ -19,7 +19,9 @@ Every write of `state` goes through `transition`, `transition_set` or `start_run
 QUEUED → RUNNING, which also reads what the handler needs): each is one conditional UPDATE
 guarded by the source state (and, for a worker's writes, the lease token), and each records an
 ExecutionEvent in the same transaction. Zero rows updated is an answer, not success. On
-PostgreSQL each is a single prepared statement, event (and job settling) included.
+PostgreSQL each is a single prepared statement, event (and job settling) included. What a handler
+produced (result, error, traceback, message) is made storable first (executions.storable), so a
+character the database refuses cannot fail the statement that records an outcome.
 """
 
 import contextlib
@@ -31,6 +33,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transaction
+
+from executions.storable import storable_json, storable_text
 
 
 class ExecutionState(models.TextChoices):
@@ -108,7 +112,8 @@ def transition(
     where = {"id": execution_id, "state": source}
     if lease_token is not None:
         where["lease_token"] = lease_token
-    values = {"state": target, "updated_at": now, **changes}
+    message = storable_text(message)
+    values = {"state": target, "updated_at": now, **_storable(changes)}
     postgres = connection.vendor == "postgresql"
     # On PostgreSQL the move, its event and (after a terminal state) the job's settling are one
     # statement, which is a transaction of its own: BEGIN and COMMIT would only add round trips,
@@ -137,6 +142,15 @@ def transition(
             job_id, tenant_id = current["job_id"], current["tenant_id"]
         _after(target, [(execution_id, job_id, tenant_id, target)], now, settled=postgres)
     return True
+
+
+def _storable(changes: dict[str, Any]) -> dict[str, Any]:
+    """`changes` with what a handler produced (its result, error and traceback) made storable:
+    one unstorable character must not keep a run's outcome from being recorded."""
+    for name, make in (("result", storable_json), ("error", storable_text), ("traceback", storable_text)):
+        if name in changes and changes[name] is not None:
+            changes[name] = make(changes[name])
+    return changes
 
 
 @dataclass(frozen=True)
@@ -247,7 +261,7 @@ def record_successes(successes: Sequence[Success], *, now: datetime) -> set:
         [
             [str(s.execution_id) for s in successes],
             [s.lease_token for s in successes],
-            [result_field.get_db_prep_save(s.result, connection) for s in successes],
+            [result_field.get_db_prep_save(storable_json(s.result), connection) for s in successes],
             [s.finished_at for s in successes],
             S.SUCCEEDED.value,
             S.RUNNING.value,
@@ -463,6 +477,8 @@ def record_events(
 ) -> None:
     """Append history rows. Also used for a new execution's first event (source '')."""
     from executions.models import ExecutionEvent
+
+    message = storable_text(message)
 
     if connection.vendor == "postgresql" and rows:
         # One statement with three array parameters instead of a model instance and seven
