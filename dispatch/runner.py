@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from dispatch.context import ExecutionStopped, HandlerContext
 from executions.models import Execution
-from executions.services import execution_settle_failure
+from executions.services import execution_release, execution_settle_failure
 from executions.states import ExecutionState, Success, record_successes, start_run, transition
 from jobs import registry
 from scheduler_project.process_thread import ProcessThread
@@ -34,6 +34,11 @@ logger = logging.getLogger(__name__)
 S = ExecutionState
 # Exit code of a worker process that had to abandon a handler that would not stop.
 FORCED_EXIT_CODE = 70
+# The longest a worker that is shutting down gives its handlers to stop (or the cancel grace, if
+# shorter) before it releases their runs itself and ends: the standalone supervisor allows its
+# roles 8 s, systemd and Kubernetes 90 and 30 s by default.
+SHUTDOWN_GRACE_SECONDS = 5.0
+RELEASED = "released: worker shutting down"
 
 
 def worker_id() -> str:
@@ -99,14 +104,24 @@ class Heartbeats(ProcessThread):
         self.runs: set[_Beat] = set()
         self.changed = threading.Condition()
         self.idle = True  # waiting with no run to wait for: a new run must wake it
+        self.shutdown_grace: float | None = None  # set once the process is shutting down
 
     def add(self, ctx: HandlerContext, lease_token: int, *, lease: float, grace: float) -> _Beat:
         beat = _Beat(ctx, lease_token, lease=lease, grace=grace)
         with self.changed:
             self.runs.add(beat)
-            if self.idle:
+            if self.idle or self.shutdown_grace is not None:
                 self.changed.notify()
         return beat
+
+    def shut_down(self, grace: float) -> None:
+        """The process is shutting down: ask every run (and any that starts from now on) to stop,
+        to be released back to PENDING; one that has not stopped after `grace` seconds is released
+        and the process ended. Safe in a signal handler: it only flags and notifies (the condition's
+        lock is reentrant), and this thread does the rest."""
+        with self.changed:
+            self.shutdown_grace = grace
+            self.changed.notify()
 
     def remove(self, beat: _Beat) -> None:
         """The run is over: no more beats, and no forced stop."""
@@ -117,6 +132,11 @@ class Heartbeats(ProcessThread):
         while True:
             with self.changed:
                 now = time.monotonic()
+                if self.shutdown_grace is not None:
+                    for beat in self.runs:
+                        if not beat.stopping:  # a run already stopping (cancelled) keeps its outcome
+                            self._request_stop(beat, S.PENDING, RELEASED)
+                        beat.due = min(beat.due, now + self.shutdown_grace)
                 due = [beat for beat in self.runs if beat.due <= now]
                 if not due:
                     # Back-to-back short runs never wake this thread: it sleeps until the
@@ -259,6 +279,14 @@ class OutcomeRecorder(ProcessThread):
             connection.close()
 
 
+def release_runs() -> None:
+    """This process is shutting down: its runs are asked to stop and released back to PENDING
+    (`Heartbeats.shut_down`). Safe to call from a signal handler."""
+    heartbeats = Heartbeats.current()
+    if heartbeats is not None:
+        heartbeats.shut_down(min(settings.TICKWORK_CANCEL_GRACE_SECONDS, SHUTDOWN_GRACE_SECONDS))
+
+
 def flush_outcomes(timeout: float) -> bool:
     """Record the outcomes this process has queued, if any, waiting at most `timeout` seconds."""
     recorder = OutcomeRecorder.current()
@@ -279,6 +307,12 @@ def _record_stop(ctx: HandlerContext, lease_token: int, outcome: ExecutionState 
         )
     elif outcome == S.TIMED_OUT:
         _record_failure(ctx, lease_token, S.TIMED_OUT, error=ctx.reason, trace="")
+    elif outcome == S.PENDING:
+        if Execution.objects.filter(pk=ctx.execution_id, cancel_requested_at__isnull=False).exists():
+            ctx.reason = "cancelled (while its worker was shutting down)"
+            _record_stop(ctx, lease_token, S.CANCELLED)
+        else:
+            execution_release(execution_id=ctx.execution_id, lease_token=lease_token, now=now, reason=ctx.reason)
     # outcome None: the lease is someone else's now; there is nothing of ours to record.
 
 

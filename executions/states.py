@@ -5,7 +5,8 @@ PENDING             waits for `available_at`. Made by job creation, a cron fire,
 QUEUED              claimed by a dispatcher under a new lease token and published to its pool's
                     queue. A worker starts it; the sweeper re-publishes it if none does in time.
 RUNNING             a worker holds the lease and heartbeats. The worker records the outcome;
-                    the sweeper takes it away when the lease expires or the timeout passes.
+                    the sweeper takes it away when the lease expires or the timeout passes. A
+                    worker that is shutting down releases it back to PENDING ("released").
 SUCCEEDED           terminal: the handler returned.
 FAILED              the handler raised. Transient: the retry policy moves it on at once to
                     PENDING (attempt + 1) or DEAD.
@@ -14,7 +15,10 @@ FAILED_WORKER_LOST  the lease expired with no outcome (the worker died or froze)
 CANCELLED           terminal: cancelled before it ran, or stopped while running.
 DEAD                terminal: attempts exhausted. The dead-letter view lists these.
 
-DEAD, CANCELLED and FAILED go back to PENDING only by an explicit re-drive ("retry").
+DEAD, CANCELLED and FAILED go back to PENDING only by an explicit re-drive ("retry"). RUNNING goes
+back to PENDING only by a release: its worker is shutting down and stopped the handler short, so
+the same attempt is due again at once (not a failure: no attempt is spent, and nothing waits for
+the lease to expire).
 Every write of `state` goes through `transition`, `transition_set` or `start_run` (a worker's
 QUEUED → RUNNING, which also reads what the handler needs): each is one conditional UPDATE
 guarded by the source state (and, for a worker's writes, the lease token), and each records an
@@ -53,7 +57,7 @@ S = ExecutionState
 TRANSITIONS: dict[ExecutionState, frozenset[ExecutionState]] = {
     S.PENDING: frozenset({S.QUEUED, S.CANCELLED}),
     S.QUEUED: frozenset({S.RUNNING, S.CANCELLED}),
-    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.FAILED_WORKER_LOST, S.CANCELLED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.FAILED_WORKER_LOST, S.CANCELLED, S.PENDING}),
     S.FAILED: frozenset({S.PENDING, S.DEAD}),
     S.TIMED_OUT: frozenset({S.PENDING, S.DEAD}),
     S.FAILED_WORKER_LOST: frozenset({S.PENDING, S.DEAD}),
