@@ -39,6 +39,8 @@ FORCED_EXIT_CODE = 70
 # roles 8 s, systemd and Kubernetes 90 and 30 s by default.
 SHUTDOWN_GRACE_SECONDS = 5.0
 RELEASED = "released: worker shutting down"
+# Set once this process is shutting down: the grace its runs get (see `release_runs`).
+_shutdown_grace: float | None = None
 
 
 def worker_id() -> str:
@@ -110,6 +112,8 @@ class Heartbeats(ProcessThread):
         beat = _Beat(ctx, lease_token, lease=lease, grace=grace)
         with self.changed:
             self.runs.add(beat)
+            if self.shutdown_grace is None:  # a run that started while the process began to shut down
+                self.shutdown_grace = _shutdown_grace
             if self.idle or self.shutdown_grace is not None:
                 self.changed.notify()
         return beat
@@ -282,9 +286,11 @@ class OutcomeRecorder(ProcessThread):
 def release_runs() -> None:
     """This process is shutting down: its runs are asked to stop and released back to PENDING
     (`Heartbeats.shut_down`). Safe to call from a signal handler."""
-    heartbeats = Heartbeats.current()
+    global _shutdown_grace
+    _shutdown_grace = min(settings.TICKWORK_CANCEL_GRACE_SECONDS, SHUTDOWN_GRACE_SECONDS)
+    heartbeats = Heartbeats.current()  # none yet if the process's first run has only just started
     if heartbeats is not None:
-        heartbeats.shut_down(min(settings.TICKWORK_CANCEL_GRACE_SECONDS, SHUTDOWN_GRACE_SECONDS))
+        heartbeats.shut_down(_shutdown_grace)
 
 
 def flush_outcomes(timeout: float) -> bool:

@@ -53,3 +53,22 @@ def test_defect8_sigterm_releases_running_runs_and_the_worker_ends_promptly(live
     for execution_id in ids:
         assert Execution.objects.get(pk=execution_id).attempt == 1
         assert history(execution_id).count(("QUEUED", "RUNNING")) == 2
+
+
+def test_defect8_a_handler_that_ignores_the_stop_is_released_after_the_grace(live, tenant, make_job):
+    """A handler that never looks at its stop event: after the grace (the cancel grace, 1 s here)
+    its run is released all the same and its pool process ended, within 10 s of SIGTERM."""
+    worker = live.worker(concurrency=1, wait=False)
+    live.dispatcher()
+    live.ready()
+    job = make_job(tenant, run_at=timezone.now(), handler="test-stubborn", payload={"seconds": 60})
+    execution_id = job.executions.get().pk
+    wait_for(lambda: Execution.objects.filter(pk=execution_id, state="RUNNING").exists(), timeout=20, what="RUNNING")
+
+    os.kill(worker.pgid, signal.SIGTERM)
+    wait_for(lambda: not worker.members(), timeout=10, what="the worker's processes to end")
+
+    execution = Execution.objects.get(pk=execution_id)
+    assert (execution.state, execution.attempt) in {("PENDING", 1), ("QUEUED", 1)}, history(execution_id)
+    (released,) = [e for e in events(execution_id) if (e.from_state, e.to_state) == ("RUNNING", "PENDING")]
+    assert released.message.startswith("released: worker shutting down (forced")

@@ -22,9 +22,11 @@ def _fresh_heartbeats():
     if connection.vendor != "postgresql":
         pytest.skip("a run on a second thread needs a database both threads see (the standalone test covers SQLite)")
     yield
+    # This test process goes on: it was not really shutting down.
     heartbeats = runner.Heartbeats.current()
+    runner._shutdown_grace = None
     if heartbeats is not None:
-        heartbeats.shutdown_grace = None  # this test process goes on: it was not really shutting down
+        heartbeats.shutdown_grace = None
 
 
 def _running(tenant, make_job, **job):
@@ -75,3 +77,16 @@ def test_defect8_a_cancel_requested_before_the_release_wins(tenant, make_job):
 
     assert outcome == [S.PENDING]  # what the runner was asked to do; the row says what it did
     assert Execution.objects.get(pk=sent.execution_id).state == S.CANCELLED
+
+
+def test_defect8_a_run_that_starts_as_the_process_shuts_down_is_released_too(tenant, make_job):
+    """SIGTERM can come between a task's start and its run's first heartbeat registration (a
+    pool process's first run has no heartbeat thread yet): that run is released all the same."""
+    make_job(tenant, run_at=timezone.now() - timedelta(seconds=1), handler="sleep", payload={"seconds": 60})
+    (sent,) = claim(timezone.now())
+    runner.release_runs()
+
+    outcome = runner.run(execution_id=sent.execution_id, lease_token=sent.lease_token)
+
+    assert outcome == S.PENDING
+    assert Execution.objects.get(pk=sent.execution_id).state == S.PENDING
