@@ -136,13 +136,15 @@ class Heartbeats(ProcessThread):
         while True:
             with self.changed:
                 now = time.monotonic()
+                releasing = []
                 if self.shutdown_grace is not None:
+                    # A run already stopping (cancelled) keeps its outcome.
+                    releasing = [beat for beat in self.runs if not beat.stopping]
                     for beat in self.runs:
-                        if not beat.stopping:  # a run already stopping (cancelled) keeps its outcome
-                            self._request_stop(beat, S.PENDING, RELEASED)
+                        beat.stopping = True
                         beat.due = min(beat.due, now + self.shutdown_grace)
                 due = [beat for beat in self.runs if beat.due <= now]
-                if not due:
+                if not due and not releasing:
                     # Back-to-back short runs never wake this thread: it sleeps until the
                     # earliest beat it knew of, and then looks again.
                     self.idle = not self.runs
@@ -150,6 +152,10 @@ class Heartbeats(ProcessThread):
                         connection.close()  # hold no database connection while there is no run
                     self.changed.wait(None if self.idle else min(beat.due for beat in self.runs) - now)
                     continue
+            # Outside the lock, which shut_down takes in a signal handler on the main thread: that
+            # thread may hold the locks these take (logging's, the stop event's).
+            for beat in releasing:
+                self._request_stop(beat, S.PENDING, RELEASED)
             for beat in due:
                 if beat.stopping:
                     self._force(beat)
