@@ -24,7 +24,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 
 from dispatch.context import ExecutionStopped, HandlerContext
 from executions.models import Execution
-from executions.services import execution_settle_failure
+from executions.services import execution_release, execution_settle_failure
 from executions.states import ExecutionState, Started, Success, fetch, record_successes, start_run, transition
 from jobs import registry
 from scheduler_project.clock import db_now
@@ -34,6 +34,13 @@ logger = logging.getLogger(__name__)
 S = ExecutionState
 # Exit code of a worker process that had to abandon a handler that would not stop.
 FORCED_EXIT_CODE = 70
+# The longest a worker that is shutting down gives its handlers to stop (or the cancel grace, if
+# shorter) before it releases their runs itself and ends: the standalone supervisor allows its
+# roles 8 s, systemd and Kubernetes 90 and 30 s by default.
+SHUTDOWN_GRACE_SECONDS = 5.0
+RELEASED = "released: worker shutting down"
+# Set once this process is shutting down: the grace its runs get (see `release_runs`).
+_shutdown_grace: float | None = None
 
 
 def worker_id() -> str:
@@ -99,14 +106,26 @@ class Heartbeats(ProcessThread):
         self.runs: set[_Beat] = set()
         self.changed = threading.Condition()
         self.idle = True  # waiting with no run to wait for: a new run must wake it
+        self.shutdown_grace: float | None = None  # set once the process is shutting down
 
     def add(self, ctx: HandlerContext, lease_token: int, *, lease: float, grace: float) -> _Beat:
         beat = _Beat(ctx, lease_token, lease=lease, grace=grace)
         with self.changed:
             self.runs.add(beat)
-            if self.idle:
+            if self.shutdown_grace is None:  # a run that started while the process began to shut down
+                self.shutdown_grace = _shutdown_grace
+            if self.idle or self.shutdown_grace is not None:
                 self.changed.notify()
         return beat
+
+    def shut_down(self, grace: float) -> None:
+        """The process is shutting down: ask every run (and any that starts from now on) to stop,
+        to be released back to PENDING; one that has not stopped after `grace` seconds is released
+        and the process ended. Safe in a signal handler: it only flags and notifies (the condition's
+        lock is reentrant), and this thread does the rest."""
+        with self.changed:
+            self.shutdown_grace = grace
+            self.changed.notify()
 
     def remove(self, beat: _Beat) -> None:
         """The run is over: no more beats, and no forced stop."""
@@ -117,8 +136,15 @@ class Heartbeats(ProcessThread):
         while True:
             with self.changed:
                 now = time.monotonic()
+                releasing = []
+                if self.shutdown_grace is not None:
+                    # A run already stopping (cancelled) keeps its outcome.
+                    releasing = [beat for beat in self.runs if not beat.stopping]
+                    for beat in self.runs:
+                        beat.stopping = True
+                        beat.due = min(beat.due, now + self.shutdown_grace)
                 due = [beat for beat in self.runs if beat.due <= now]
-                if not due:
+                if not due and not releasing:
                     # Back-to-back short runs never wake this thread: it sleeps until the
                     # earliest beat it knew of, and then looks again.
                     self.idle = not self.runs
@@ -126,6 +152,10 @@ class Heartbeats(ProcessThread):
                         connection.close()  # hold no database connection while there is no run
                     self.changed.wait(None if self.idle else min(beat.due for beat in self.runs) - now)
                     continue
+            # Outside the lock, which shut_down takes in a signal handler on the main thread: that
+            # thread may hold the locks these take (logging's, the stop event's).
+            for beat in releasing:
+                self._request_stop(beat, S.PENDING, RELEASED)
             for beat in due:
                 if beat.stopping:
                     self._force(beat)
@@ -260,6 +290,16 @@ class OutcomeRecorder(ProcessThread):
             connection.close()
 
 
+def release_runs() -> None:
+    """This process is shutting down: its runs are asked to stop and released back to PENDING
+    (`Heartbeats.shut_down`). Safe to call from a signal handler."""
+    global _shutdown_grace
+    _shutdown_grace = min(settings.TICKWORK_CANCEL_GRACE_SECONDS, SHUTDOWN_GRACE_SECONDS)
+    heartbeats = Heartbeats.current()  # none yet if the process's first run has only just started
+    if heartbeats is not None:
+        heartbeats.shut_down(_shutdown_grace)
+
+
 def flush_outcomes(timeout: float) -> bool:
     """Record the outcomes this process has queued, if any, waiting at most `timeout` seconds."""
     recorder = OutcomeRecorder.current()
@@ -280,6 +320,12 @@ def _record_stop(ctx: HandlerContext, lease_token: int, outcome: ExecutionState 
         )
     elif outcome == S.TIMED_OUT:
         _record_failure(ctx, lease_token, S.TIMED_OUT, error=ctx.reason, trace="")
+    elif outcome == S.PENDING:
+        if Execution.objects.filter(pk=ctx.execution_id, cancel_requested_at__isnull=False).exists():
+            ctx.reason = "cancelled (while its worker was shutting down)"
+            _record_stop(ctx, lease_token, S.CANCELLED)
+        else:
+            execution_release(execution_id=ctx.execution_id, lease_token=lease_token, now=now, reason=ctx.reason)
     # outcome None: the lease is someone else's now; there is nothing of ours to record.
 
 
@@ -425,7 +471,58 @@ def _record_success(execution_id: str, lease_token: int, result: Any, now: datet
 
 
 def _record_successes(successes: list[Success]) -> None:
-    recorded = record_successes(successes, now=db_now())
+    """Record a batch of successes in one statement. Should that statement fail while the
+    database still answers, it was something in one run's outcome: each run is then recorded
+    alone, so that no other run of the batch (of any tenant) is left RUNNING to be retried."""
+    try:
+        recorded = record_successes(successes, now=db_now())
+    except Exception as exc:
+        if not _database_answers():
+            raise  # the database's trouble, not the outcomes': the recorder tries again
+        if len(successes) == 1:
+            recorded = _record_success_without_result(successes[0], exc)
+        else:
+            logger.exception("%d outcomes could not be recorded together; recording each alone", len(successes))
+            recorded = set().union(*(_record_success_alone(success) for success in successes))
     for success in successes:
         if str(success.execution_id) not in recorded:
             logger.warning("execution %s finished after its lease moved on; outcome discarded", success.execution_id)
+
+
+def _record_success_alone(success: Success) -> set:
+    try:
+        return record_successes([success], now=db_now())
+    except Exception as exc:
+        if not _database_answers():
+            raise
+        return _record_success_without_result(success, exc)
+
+
+def _record_success_without_result(success: Success, exc: Exception) -> set:
+    """A success whose result cannot be stored is still SUCCEEDED (its handler did its work, and
+    a retry would do it again), with the result replaced by an error that says why."""
+    logger.error("the result of execution %s cannot be stored", success.execution_id, exc_info=exc)
+    why = f"the handler's result could not be stored ({exc.__class__.__name__}: {exc})"[:500]
+    recorded = transition(
+        execution_id=success.execution_id,
+        source=S.RUNNING,
+        target=S.SUCCEEDED,
+        now=success.finished_at,
+        lease_token=success.lease_token,
+        message=f"succeeded; {why}",
+        finished_at=success.finished_at,
+        result=None,
+        error=why,
+    )
+    return {str(success.execution_id)} if recorded else set()
+
+
+def _database_answers() -> bool:
+    """Whether this thread's connection (a new one if it was closed) still runs a query: after a
+    failed statement, it tells a value the database refused from a database that went away."""
+    try:
+        connection.ensure_connection()
+        return connection.is_usable()
+    except Exception:
+        connection.close()
+        return False

@@ -113,6 +113,29 @@ def execution_redrive(*, execution: Execution, now: datetime, reason: str = "re-
     return Execution.objects.get(pk=execution.pk)
 
 
+def execution_release(*, execution_id, lease_token: int, now: datetime, reason: str) -> bool:
+    """RUNNING → PENDING for the worker holding `lease_token`, which is shutting down and stopped
+    the handler short: the same attempt (no attempt is spent), due now, and the dispatchers woken.
+    Returns whether it moved. A late outcome of this delivery cannot land (every outcome is
+    conditional on RUNNING and its lease token), and the next claim takes a new lease token."""
+    moved = transition(
+        execution_id=execution_id,
+        source=S.RUNNING,
+        target=S.PENDING,
+        now=now,
+        lease_token=lease_token,
+        message=reason,
+        available_at=now,
+        lease_expires_at=None,
+        timeout_at=None,
+        started_at=None,
+        heartbeat_at=None,
+    )
+    if moved:
+        wakeup.notify(now)
+    return moved
+
+
 def execution_settle_failure(
     *, execution_id, failed_state: ExecutionState, now: datetime, rng: random.Random | None = None
 ) -> ExecutionState | None:

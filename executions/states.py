@@ -5,7 +5,8 @@ PENDING             waits for `available_at`. Made by job creation, a cron fire,
 QUEUED              claimed by a dispatcher under a new lease token and published to its pool's
                     queue. A worker starts it; the sweeper re-publishes it if none does in time.
 RUNNING             a worker holds the lease and heartbeats. The worker records the outcome;
-                    the sweeper takes it away when the lease expires or the timeout passes.
+                    the sweeper takes it away when the lease expires or the timeout passes. A
+                    worker that is shutting down releases it back to PENDING ("released").
 SUCCEEDED           terminal: the handler returned.
 FAILED              the handler raised. Transient: the retry policy moves it on at once to
                     PENDING (attempt + 1) or DEAD.
@@ -14,12 +15,17 @@ FAILED_WORKER_LOST  the lease expired with no outcome (the worker died or froze)
 CANCELLED           terminal: cancelled before it ran, or stopped while running.
 DEAD                terminal: attempts exhausted. The dead-letter view lists these.
 
-DEAD, CANCELLED and FAILED go back to PENDING only by an explicit re-drive ("retry").
+DEAD, CANCELLED and FAILED go back to PENDING only by an explicit re-drive ("retry"). RUNNING goes
+back to PENDING only by a release: its worker is shutting down and stopped the handler short, so
+the same attempt is due again at once (not a failure: no attempt is spent, and nothing waits for
+the lease to expire).
 Every write of `state` goes through `transition`, `transition_set` or `start_run` (a worker's
 QUEUED → RUNNING, which also reads what the handler needs): each is one conditional UPDATE
 guarded by the source state (and, for a worker's writes, the lease token), and each records an
 ExecutionEvent in the same transaction. Zero rows updated is an answer, not success. On
-PostgreSQL each is a single prepared statement, event (and job settling) included.
+PostgreSQL each is a single prepared statement, event (and job settling) included. What a handler
+produced (result, error, traceback, message) is made storable first (executions.storable), so a
+character the database refuses cannot fail the statement that records an outcome.
 """
 
 import contextlib
@@ -32,6 +38,8 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transaction
 from django.db.models import Field
+
+from executions.storable import storable_json, storable_text
 
 
 class ExecutionState(models.TextChoices):
@@ -50,7 +58,7 @@ S = ExecutionState
 TRANSITIONS: dict[ExecutionState, frozenset[ExecutionState]] = {
     S.PENDING: frozenset({S.QUEUED, S.CANCELLED}),
     S.QUEUED: frozenset({S.RUNNING, S.CANCELLED}),
-    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.FAILED_WORKER_LOST, S.CANCELLED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.FAILED_WORKER_LOST, S.CANCELLED, S.PENDING}),
     S.FAILED: frozenset({S.PENDING, S.DEAD}),
     S.TIMED_OUT: frozenset({S.PENDING, S.DEAD}),
     S.FAILED_WORKER_LOST: frozenset({S.PENDING, S.DEAD}),
@@ -109,7 +117,8 @@ def transition(
     where = {"id": execution_id, "state": source}
     if lease_token is not None:
         where["lease_token"] = lease_token
-    values = {"state": target, "updated_at": now, **changes}
+    message = storable_text(message)
+    values = {"state": target, "updated_at": now, **_storable(changes)}
     postgres = connection.vendor == "postgresql"
     # On PostgreSQL the move, its event and (after a terminal state) the job's settling are one
     # statement, which is a transaction of its own: BEGIN and COMMIT would only add round trips,
@@ -138,6 +147,15 @@ def transition(
             job_id, tenant_id = current["job_id"], current["tenant_id"]
         _after(target, [(execution_id, job_id, tenant_id, target)], now, settled=postgres)
     return True
+
+
+def _storable(changes: dict[str, Any]) -> dict[str, Any]:
+    """`changes` with what a handler produced (its result, error and traceback) made storable:
+    one unstorable character must not keep a run's outcome from being recorded."""
+    for name, make in (("result", storable_json), ("error", storable_text), ("traceback", storable_text)):
+        if name in changes and changes[name] is not None:
+            changes[name] = make(changes[name])
+    return changes
 
 
 @dataclass(frozen=True)
@@ -248,7 +266,7 @@ def record_successes(successes: Sequence[Success], *, now: datetime) -> set:
         [
             [str(s.execution_id) for s in successes],
             [s.lease_token for s in successes],
-            [result_field.get_db_prep_save(s.result, connection) for s in successes],
+            [result_field.get_db_prep_save(storable_json(s.result), connection) for s in successes],
             [s.finished_at for s in successes],
             S.SUCCEEDED.value,
             S.RUNNING.value,
@@ -486,6 +504,8 @@ def record_events(
 ) -> None:
     """Append history rows. Also used for a new execution's first event (source '')."""
     from executions.models import ExecutionEvent
+
+    message = storable_text(message)
 
     if connection.vendor == "postgresql" and rows:
         # One statement with three array parameters instead of a model instance and seven

@@ -6,6 +6,7 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -71,6 +72,7 @@ class Standalone:
             env=env,
             stdout=self.out,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # a process group of its own, as under systemd or a shell's job
         )
 
     def output(self) -> str:
@@ -248,3 +250,35 @@ def test_killed_worker_child_is_restarted_and_job_succeeds_once(standalone_facto
     assert app.interrupt() == 0
     time.sleep(0.5)
     assert _processes_with_marker(app.marker) == []
+
+
+def test_defect8_sigterm_to_the_process_group_stops_within_10s_and_releases_the_run(standalone_factory):
+    """SIGTERM to the standalone process group (what systemd and Kubernetes send) while a `sleep`
+    job runs: every process is gone within 10 s (no role force-killed), and the run is PENDING
+    again at once, released by its worker (same attempt), not left RUNNING for its lease to expire."""
+    app = standalone_factory()
+    app.wait_ready()
+    job = app.api(
+        "/v1/jobs",
+        "POST",
+        {"name": "long", "type": "DELAYED", "delaySec": 0, "target": {"handler": "sleep"}, "payload": {"seconds": 120}},
+    )
+    app.wait_for(lambda: any(e["state"] == "RUNNING" for e in app.executions(job["jobId"])), 30, "RUNNING")
+
+    sent = time.monotonic()
+    os.killpg(app.process.pid, signal.SIGTERM)
+    code = app.process.wait(10)
+    while _processes_with_marker(app.marker) and time.monotonic() - sent < 10:
+        time.sleep(0.1)
+    stopped_after = time.monotonic() - sent
+
+    assert _processes_with_marker(app.marker) == [], "a process outlived SIGTERM by 10 s"
+    assert stopped_after < 10 and code == 0, app.output()
+    with sqlite3.connect(Path(app.env["TICKWORK_VAR_DIR"]) / "tickwork.sqlite3") as db:
+        state, attempt, execution_id = db.execute("SELECT state, attempt, id FROM executions_execution").fetchone()
+        moves = db.execute(
+            "SELECT from_state, to_state, message FROM executions_executionevent WHERE execution_id = ? ORDER BY id",
+            [execution_id],
+        ).fetchall()
+    assert (state, attempt) == ("PENDING", 1), moves
+    assert moves[-1] == ("RUNNING", "PENDING", "released: worker shutting down")

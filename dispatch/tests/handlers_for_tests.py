@@ -33,3 +33,26 @@ def cancelled_then_raises(ctx: HandlerContext):
 
     execution_cancel(execution=Execution.objects.get(pk=ctx.execution_id), now=timezone.now())
     raise RuntimeError("failed after the cancel request")
+
+
+@register("test-hold-outcomes")
+def hold_outcomes(ctx: HandlerContext):
+    """Holds this process's outcome thread until `waitFor` other executions are RUNNING (at most
+    `seconds`, default 2): the successes of those runs then gather and are recorded as one batch."""
+    from dispatch.runner import OutcomeRecorder
+    from executions.models import Execution
+
+    def hold() -> None:
+        deadline = time.monotonic() + float(ctx.payload.get("seconds", 2))
+        others = Execution.objects.filter(state="RUNNING").exclude(pk=ctx.execution_id)
+        while others.count() < int(ctx.payload["waitFor"]) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    OutcomeRecorder.of_process().submit(hold)
+    return {"held": True}
+
+
+@register("test-nul-result")
+def nul_result(ctx: HandlerContext):
+    """Returns a result with a NUL, which PostgreSQL cannot store as it is."""
+    return {"note": "\x00"}

@@ -179,3 +179,69 @@ def test_successes_are_recorded_together_each_under_its_own_lease(tenant, make_j
     ]
     assert Job.objects.get(pk=job.pk).state == "COMPLETED"
     assert Job.objects.get(pk=fenced.job_id).state == "ACTIVE"
+
+
+@pytest.mark.django_db
+def test_defect1_an_unstorable_result_is_escaped_and_the_rest_of_its_batch_recorded(tenant, other_tenant, make_job):
+    """A result that PostgreSQL cannot store as it is (a NUL, a lone surrogate, NaN) is written
+    out, and the statement that records it records another tenant's runs of the batch too."""
+    if connection.vendor != "postgresql":
+        pytest.skip("record_successes is PostgreSQL's (the worker's outcome thread)")
+    now = timezone.now()
+    poison = make_job(tenant).executions.get()
+    good = [make_job(other_tenant).executions.get() for _ in range(2)]
+    for execution in (poison, *good):
+        _queued_then_running(execution, now)
+
+    recorded = record_successes(
+        [
+            Success(good[0].pk, 0, {"n": 0}, now),
+            Success(poison.pk, 0, {"note": "a\x00b", "k\ud800": ["\udfff", float("nan"), float("-inf")]}, now),
+            Success(good[1].pk, 0, {"n": 1}, now),
+        ],
+        now=now,
+    )
+
+    assert recorded == {str(poison.pk), *(str(e.pk) for e in good)}
+    assert Execution.objects.get(pk=poison.pk).result == {
+        "note": "a\\u0000b",
+        "k\\ud800": ["\\udfff", "NaN", "-Infinity"],
+    }
+    assert [Execution.objects.get(pk=e.pk).result for e in good] == [{"n": 0}, {"n": 1}]
+
+
+@pytest.mark.django_db
+def test_defect2_an_error_or_result_with_a_nul_or_lone_surrogate_is_stored_escaped(tenant, make_job):
+    """On PostgreSQL (which refuses NUL) and SQLite (where a lone surrogate cannot be encoded),
+    a worker's outcome with such characters in its error, traceback, message or result is
+    recorded, written out as escapes."""
+    now = timezone.now()
+    failed, succeeded = make_job(tenant).executions.get(), make_job(tenant).executions.get()
+    for execution in (failed, succeeded):
+        _queued_then_running(execution, now)
+
+    assert transition(
+        execution_id=failed.pk,
+        source=S.RUNNING,
+        target=S.FAILED,
+        now=now,
+        lease_token=0,
+        message="HttpCallError: HTTP 500: \x00\ud800",
+        error="HttpCallError: HTTP 500: \x00\ud800",
+        traceback="Traceback \x00",
+    )
+    assert transition(
+        execution_id=succeeded.pk,
+        source=S.RUNNING,
+        target=S.SUCCEEDED,
+        now=now,
+        lease_token=0,
+        message="succeeded",
+        result={"body": "\ud800\x00"},
+    )
+
+    row = Execution.objects.get(pk=failed.pk)
+    assert (row.state, row.traceback) == (S.FAILED, "Traceback \\u0000")
+    assert row.error == "HttpCallError: HTTP 500: \\u0000\\ud800"
+    assert row.events.get(to_state=S.FAILED).message == "HttpCallError: HTTP 500: \\u0000\\ud800"
+    assert Execution.objects.get(pk=succeeded.pk).result == {"body": "\\ud800\\u0000"}
