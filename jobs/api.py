@@ -177,6 +177,14 @@ class PreviewQuerySerializer(serializers.Serializer):
     count = serializers.IntegerField(min_value=1, max_value=100, required=False, default=5)
     after = AwareDateTimeField(required=False, help_text="ISO 8601 with an offset; default now.")
 
+    def to_internal_value(self, data):
+        # `count=` is a parameter given empty, not one left out: DRF would take its default, and
+        # the schema (an integer) says it is refused.
+        blank = {name: ["This field may not be blank."] for name in self.fields if data.get(name, None) == ""}
+        if blank:
+            raise serializers.ValidationError(blank)
+        return super().to_internal_value(data)
+
     def validate_schedule(self, value: str) -> str:
         # Checked with the other fields, so a bad schedule and a bad timezone are both reported.
         try:

@@ -80,6 +80,13 @@ def web(transactional_db, tmp_path):
         connection.close()
 
 
+def _seed() -> list[str]:
+    """A fixed seed, so that CI's verdict on a commit does not change from run to run;
+    TICKWORK_SCHEMATHESIS_SEED=random explores afresh (or names another seed)."""
+    seed = os.environ.get("TICKWORK_SCHEMATHESIS_SEED", "20261123")
+    return [] if seed == "random" else ["--seed", seed]
+
+
 @pytest.mark.e2e
 def test_schema_truth_schemathesis_finds_nothing(web, tmp_path):
     _, token = token_create(tenant=tenant_create(slug="acme"))
@@ -101,6 +108,7 @@ def test_schema_truth_schemathesis_finds_nothing(web, tmp_path):
             "2",
             "--generation-database",
             "none",
+            *_seed(),
             "--no-color",
             "--output-sanitize",
             "false",

@@ -123,6 +123,8 @@ def test_preview_hourly_schedule_fires_23_times_on_the_spring_forward_day(api):
         ({"schedule": "0 * * * *", "count": 0}, "count"),
         ({"schedule": "0 * * * *", "count": 101}, "count"),
         ({"schedule": "0 * * * *", "count": "many"}, "count"),
+        ({"schedule": "0 * * * *", "count": ""}, "count"),
+        ({"schedule": "0 * * * *", "after": ""}, "after"),
     ],
     ids=[
         "minute-61",
@@ -135,6 +137,8 @@ def test_preview_hourly_schedule_fires_23_times_on_the_spring_forward_day(api):
         "count-0",
         "count-101",
         "count-not-a-number",
+        "count-empty",
+        "after-empty",
     ],
 )
 def test_preview_bad_input_is_400_naming_the_parameter(api, params, field):
