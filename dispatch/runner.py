@@ -351,6 +351,13 @@ def run(*, execution_id: str, lease_token: int, defer_success: bool = False) -> 
     delivery was not (or no longer) the lease holder and so recorded nothing. With
     `defer_success` (a worker's task), a success is handed to the OutcomeRecorder, and SUCCEEDED
     returned means handed over."""
+    if _shutdown_grace is not None:
+        # A process that is shutting down (or a pool process forked from one: the filesystem
+        # broker keeps delivering during Celery's warm shutdown) starts nothing more. The run
+        # stays QUEUED and is published again after the publish grace; starting it only to
+        # release it would loop between this worker and the dispatcher until the worker is gone.
+        logger.info("not starting %s: this worker is shutting down; it stays QUEUED", execution_id)
+        return None
     close_old_connections()
     lease = settings.TICKWORK_LEASE_SECONDS
     row = _start(execution_id, lease_token, lease=lease)

@@ -6,6 +6,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 
 from dispatch.tests.conftest import LEASE_SECONDS
 from dispatch.tests.harness import events, execution_in, wait_for
@@ -23,6 +24,8 @@ def test_defect12_skewed_roles_neither_reclaim_a_live_run_nor_fire_early_and_kee
     (no FAILED_WORKER_LOST) although a sweeper 10 s ahead watches it. A dispatcher 25 s ahead
     does not claim the job before it is due by the database's clock. The run's events are in
     order: scheduled ≤ queued ≤ started ≤ finished."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the embedded default runs every role on one host, whose clock is the database's")
     live.worker(concurrency=1, env=faketime_env("-25s"), wait=False)
     live.dispatcher(env=faketime_env("+25s"))
     live.sweeper(env=faketime_env("+10s"))

@@ -79,14 +79,16 @@ def test_defect8_a_cancel_requested_before_the_release_wins(tenant, make_job):
     assert Execution.objects.get(pk=sent.execution_id).state == S.CANCELLED
 
 
-def test_defect8_a_run_that_starts_as_the_process_shuts_down_is_released_too(tenant, make_job):
-    """SIGTERM can come between a task's start and its run's first heartbeat registration (a
-    pool process's first run has no heartbeat thread yet): that run is released all the same."""
+def test_defect8_a_delivery_once_the_process_is_shutting_down_is_not_started(tenant, make_job):
+    """A delivery that reaches a process once it is shutting down (the filesystem broker delivers
+    during Celery's warm shutdown, also to a pool process forked after it began) is not started:
+    the run stays QUEUED under its lease, for the sweeper to publish again, and nothing runs."""
     make_job(tenant, run_at=timezone.now() - timedelta(seconds=1), handler="sleep", payload={"seconds": 60})
     (sent,) = claim(timezone.now())
     runner.release_runs()
 
     outcome = runner.run(execution_id=sent.execution_id, lease_token=sent.lease_token)
 
-    assert outcome == S.PENDING
-    assert Execution.objects.get(pk=sent.execution_id).state == S.PENDING
+    assert outcome is None
+    execution = Execution.objects.get(pk=sent.execution_id)
+    assert (execution.state, execution.lease_token, execution.started_at) == (S.QUEUED, sent.lease_token, None)
