@@ -7,6 +7,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from dispatch.tests.harness import execution_in, history, wait_for
@@ -48,6 +49,8 @@ def test_defect1_a_nul_in_one_tenants_result_leaves_the_batch_recorded_once(
     with a NUL) and four runs of tenant B. Every run SUCCEEDED at its first attempt, started
     once, none was reclaimed; the webhook was called once and its body stored escaped. Then a
     500 with a NUL in its body is recorded as that failure, at once, with the receiver's error."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the outcome thread's batches are PostgreSQL's (on SQLite each outcome is recorded alone)")
     live.worker(concurrency=1, env={"TICKWORK_HTTP_ALLOW_PRIVATE": "true"}, wait=False)
     live.dispatcher()
     live.sweeper()
