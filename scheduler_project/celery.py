@@ -3,7 +3,10 @@ import os
 from celery import Celery
 from celery.signals import worker_process_init
 
+from scheduler_project import file_broker
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
+file_broker.install()  # filesystem:// writes each message whole before a worker can see it
 
 app = Celery("tickwork")
 app.config_from_object("django.conf:settings", namespace="CELERY")
