@@ -6,6 +6,9 @@ from rest_framework.test import APIClient
 
 from tenants.services import tenant_create, token_create
 
+# The end-to-end fixtures (`live`: real workers, dispatchers and sweepers) and their hooks.
+pytest_plugins = ["testing.fixtures"]
+
 
 @pytest.fixture
 def tenant(db):
@@ -41,12 +44,12 @@ def other_api(other_tenant) -> APIClient:
 
 @pytest.fixture
 def make_job():
-    """make_job(tenant, type="CRON", schedule="0 * * * *", ...) -> Job, created by jobs.services."""
+    """make_job(tenant, type="CRON", schedule="0 * * * *", ...) -> Job, created by executions.scheduling."""
     from datetime import timedelta
 
     from django.utils import timezone
 
-    from jobs.services import job_create
+    from executions.scheduling import job_create
 
     def make(tenant, **fields):
         now = fields.pop("now", None) or timezone.now()

@@ -38,7 +38,7 @@ BASELINE_QUEUE = "tickwork_bench.baseline"  # the bare Celery tasks' queue
 # A second baseline worker with kombu's default Redis transport (ack emulation on), which is how
 # bare Celery gets at-least-once delivery; Tickwork turns it off (its rows carry that guarantee).
 DEFAULT_TRANSPORT_QUEUE = "tickwork_bench.baseline_default_transport"
-NOTIFY_CHANNEL = "tickwork_due"  # dispatch/wakeup.py: what jobs.services sends on create
+NOTIFY_CHANNEL = "tickwork_due"  # dispatcher/wakeup.py: what executions.scheduling sends on create
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/postgres"  # any database on the server
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/6"
 
@@ -225,7 +225,7 @@ SELECT e.id, %(now)s, '', 'PENDING', 1, '', 'scheduled' FROM e"""
 # is HIGH and one in ten LOW, so the claim walks all three levels. (`+ g * interval '0'` makes
 # the LATERAL depend on g, so random() is drawn per row.)
 INSERT_SQL = _JOBS_AND_EXECUTIONS + _FIRST_EVENTS
-# The same with the dispatchers' wake-up that jobs.services sends with each create, still one
+# The same with the dispatchers' wake-up that executions.scheduling sends with each create, still one
 # statement (so one round trip): the lag test's feeder makes 500 jobs a second on the same CPUs.
 INSERT_AND_NOTIFY_SQL = (
     f"{_JOBS_AND_EXECUTIONS}, ev AS ({_FIRST_EVENTS} RETURNING 1)"
@@ -276,7 +276,7 @@ class Database:
         self, *, tenant: int, count: int, start: datetime, span: float, chunk: int = 50_000, notify: bool = False
     ) -> None:
         """`count` one-off noop jobs due in [start, start + span), committed together; `notify`
-        wakes the dispatchers as jobs.services does."""
+        wakes the dispatchers as executions.scheduling does."""
         now = datetime.now(UTC)
         if count == 1 and notify:  # autocommit: one statement, one round trip
             params = {"tenant": tenant, "count": 1, "start": start, "span": span, "now": now}
@@ -522,13 +522,13 @@ class Bench:
     # 1. The scheduling statements, at the full backlog and at a tenth of it.
 
     def statements(self) -> None:
-        """Each statement of the dispatcher's loop exactly as dispatch/claim.py sends it (captured
+        """Each statement of the dispatcher's loop exactly as dispatcher/claim.py sends it (captured
         from the code, parameters and all), timed on both databases in turn, each run in a
         transaction that is rolled back; medians."""
         import psycopg
         from django.conf import settings
 
-        from dispatch.claim import claim_due, next_due_at
+        from dispatcher.claim import claim_due, next_due_at
 
         grace = timedelta(seconds=settings.TICKWORK_PUBLISH_GRACE_SECONDS)
         earliest = min(
@@ -611,8 +611,8 @@ class Bench:
         claimed is on the broker when it returns (publishing happens on commit)."""
         from django.utils import timezone
 
-        from dispatch.dispatcher import dispatch_once
-        from dispatch.publisher import CeleryPublisher
+        from background.publisher import CeleryPublisher
+        from dispatcher.dispatcher import dispatch_once
 
         publisher = CeleryPublisher()
         self.purge(QUEUE)
@@ -632,7 +632,7 @@ class Bench:
 
     def apply_async_round(self) -> float:
         """The same messages, one `apply_async` each: what publishing costs without batching."""
-        from dispatch.tasks import run_execution
+        from worker.tasks import run_execution
 
         self.purge(QUEUE)
         ids = [str(uuid.uuid4()) for _ in range(self.cfg.due)]
@@ -698,7 +698,7 @@ class Bench:
         Tickwork's publisher enqueues (one pipeline): tasks per second from enqueue to the last."""
         from celery.utils.nodenames import anon_nodename
 
-        from dispatch.publisher import RedisEnvelope
+        from background.publisher import RedisEnvelope
         from scheduler_project.celery import app
 
         key = f"tickwork_bench:mark:{uuid.uuid4().hex}"
@@ -750,7 +750,7 @@ class Bench:
 
     def tickwork_lag(self, segment: int, seconds: float) -> list[float]:
         """A feeder makes one-off jobs due the moment they are made, each committed with its
-        wake-up as jobs.services does; lag = started_at - scheduled_for, from the rows."""
+        wake-up as executions.scheduling does; lag = started_at - scheduled_for, from the rows."""
         tenant = self.db.tenant(f"bench-lag-{segment}")
         meter = CpuMeter(self.procs)
         before = meter.snapshot()
@@ -837,7 +837,7 @@ def main(argv: list[str]) -> int:
     db = Database(admin_url, url, cfg.db_name)
     small = Database(admin_url, small_url, f"{cfg.db_name}_small")
     # Production mode: with REDIS_URL the live views' channel layer is Redis, and every transition
-    # sends its notice there (executions/live.py). Without it they would be skipped.
+    # sends its notice there (dashboard/live.py). Without it they would be skipped.
     env = dict(os.environ, DATABASE_URL=url, CELERY_BROKER_URL=broker_url)
     env.setdefault("REDIS_URL", broker_url)
     env.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")

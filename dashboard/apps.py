@@ -5,3 +5,10 @@ class DashboardConfig(AppConfig):
     name = "dashboard"
     verbose_name = "Operator dashboard"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from dashboard import live
+        from executions import observers
+
+        # Every state change reaches the live views (after its commit).
+        observers.subscribe(live.publish_state_changes)

@@ -15,7 +15,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from dashboard.feed import feed
-from executions.live import GROUP
+from dashboard.live import GROUP
 from tenants.selectors import scope_of
 
 logger = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """The job form: flat HTML fields in, the API's JSON shape out, validated by the API's own
-serializer (jobs.serializers.JobInputSerializer), so a page and a client are held to exactly
+serializer (web.api.job_serializers.JobInputSerializer), so a page and a client are held to exactly
 the same rules. Nothing here validates on its own beyond turning text into JSON.
 """
 
@@ -10,8 +10,8 @@ from typing import Any
 from django.http import QueryDict
 
 from jobs.models import Job, JobType, Priority
-from jobs.serializers import JobInputSerializer, JobUpdateSerializer
-from scheduler_project import json_input
+from web import json_input
+from web.api.job_serializers import JobInputSerializer, JobUpdateSerializer
 
 # The form's fields, in the API's names where it has a flat one.
 TIMING_FIELD = {JobType.ONCE: "runAt", JobType.DELAYED: "delaySec", JobType.CRON: "schedule"}

@@ -15,13 +15,13 @@ from django.db import transaction
 
 from dashboard.models import AuditEntry, AuditOutcome
 from executions.models import Execution
+from executions.scheduling import QuotaExceeded, job_cancel, job_create, job_pause, job_resume, job_trigger, job_update
 from executions.services import execution_cancel, execution_redrive
 from executions.states import InvalidTransition
 from jobs.models import Job
-from jobs.services import QuotaExceeded, job_cancel, job_create, job_pause, job_resume, job_trigger, job_update
 from jobs.states import InvalidJobTransition
-from scheduler_project.json_input import printable
 from tenants.models import Tenant
+from web.json_input import printable
 
 T = TypeVar("T")
 # What the services raise when an object's state forbids the action: a refusal, not a fault.
@@ -155,7 +155,7 @@ JOB_ACTIONS = (*_JOB_SERVICES, "trigger")
 
 
 def job_act(*, actor: Actor, job: Job, action: str, now: datetime) -> str:
-    """Pause, resume, trigger or cancel a job through jobs.services; returns what happened."""
+    """Pause, resume, trigger or cancel a job through executions.scheduling; returns what happened."""
     if action == "trigger":
         execution = _audited(
             actor=actor,
@@ -176,7 +176,7 @@ def job_act(*, actor: Actor, job: Job, action: str, now: datetime) -> str:
 
 
 def job_create_audited(*, actor: Actor, tenant: Tenant, fields: dict[str, Any], now: datetime) -> Job:
-    """Create through jobs.services.job_create (validated by the API's serializer beforehand)."""
+    """Create through executions.scheduling.job_create (validated by the API's serializer beforehand)."""
     return _audited(
         actor=actor,
         action="job.create",
@@ -189,7 +189,7 @@ def job_create_audited(*, actor: Actor, tenant: Tenant, fields: dict[str, Any], 
 
 
 def job_update_audited(*, actor: Actor, job: Job, fields: dict[str, Any], now: datetime) -> Job:
-    """Change a job through jobs.services.job_update; the audit row lists the changed fields."""
+    """Change a job through executions.scheduling.job_update; the audit row lists the changed fields."""
     return _audited(
         actor=actor,
         action="job.update",

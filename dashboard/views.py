@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from dashboard import forms, selectors, services
 from dashboard.models import AuditOutcome
 from dashboard.services import ActionRefused, Actor, Target
+from executions.clock import db_now
 from executions.selectors import execution_get, execution_list
 from executions.states import ACTIVE as EXECUTION_ACTIVE
 from executions.states import REDRIVABLE, ExecutionState
@@ -29,9 +30,8 @@ from jobs.models import Backoff as BackoffChoice
 from jobs.models import ConcurrencyPolicy, JobType, MisfirePolicy, Priority
 from jobs.selectors import job_get
 from jobs.states import JobState
-from scheduler_project.clock import db_now
-from scheduler_project.json_input import printable
 from tenants.selectors import scope_of, tenant_for_create
+from web.json_input import printable
 
 LOGIN_URL = reverse_lazy("login")
 S = ExecutionState

@@ -6,7 +6,7 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import F
 
-from dispatch import wakeup
+from dispatcher import wakeup
 from executions.models import Execution
 from executions.retry import Backoff, RetryPolicy, next_attempt_at
 from executions.states import (

@@ -39,6 +39,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transaction
 from django.db.models import Field
 
+from executions import observers
 from executions.storable import storable_json, storable_text
 
 
@@ -244,7 +245,7 @@ def record_successes(successes: Sequence[Success], *, now: datetime) -> set:
     worker's outcome thread records what gathered while the last batch committed, and one commit
     for several outcomes is most of what an outcome costs the database."""
     from executions.models import Execution
-    from jobs.services import jobs_settle_sql
+    from executions.scheduling import jobs_settle_sql
 
     check(S.RUNNING, S.SUCCEEDED)
     if not successes:
@@ -376,7 +377,7 @@ def _with_events(
     jobs. Returns what `select` reads from `moved`: by default (id, attempt, worker_id, job_id,
     tenant_id) per row moved. A worker makes two transitions per run: as three to five statements
     each, with BEGIN and COMMIT, they were most of a short run's time."""
-    from jobs.services import jobs_settle_sql
+    from executions.scheduling import jobs_settle_sql
 
     sql = f"WITH moved AS ({update_sql} RETURNING {_MOVED}), events AS ({_EVENTS_OF_MOVED})"
     params = [*params, now, str(source), str(target), message]
@@ -549,9 +550,8 @@ def _after(
     """What follows every transition, in its transaction: a one-off job whose last open
     execution ended is settled (unless the transition's statement `settled` it already), and
     the live views hear of the change once it commits."""
-    from executions import live
-    from jobs.services import jobs_settle
+    from executions.scheduling import jobs_settle
 
     if target in TERMINAL and not settled:
         jobs_settle(job_ids=list({job_id for _, job_id, _, _ in changes}), now=now)
-    transaction.on_commit(lambda: live.publish_state_changes(changes))
+    observers.announce(changes)

@@ -9,8 +9,8 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app regi
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from scheduler_project.request_body import RequestBodyLimit, limit_daphne_request_bodies  # noqa: E402
 from scheduler_project.routing import websocket_urlpatterns  # noqa: E402
+from web.request_body import RequestBodyLimit, limit_daphne_request_bodies  # noqa: E402
 
 limit_daphne_request_bodies()
 application = ProtocolTypeRouter(

@@ -48,7 +48,11 @@ INSTALLED_APPS = [
     "tenants",
     "jobs",
     "executions",
-    "dispatch",
+    "dispatcher",
+    "worker",
+    "maintenance",
+    "standalone",
+    "web",
     "dashboard",
 ]
 
@@ -148,17 +152,17 @@ LOGIN_URL = "/admin/login/"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "tenants.authentication.BearerTokenAuthentication",
+        "web.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["scheduler_project.rest.LimitedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["web.rest.LimitedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PAGINATION_CLASS": "scheduler_project.rest.Pagination",
+    "DEFAULT_PAGINATION_CLASS": "web.rest.Pagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "scheduler_project.schema.AutoSchema",
-    "EXCEPTION_HANDLER": "scheduler_project.rest.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "web.schema.AutoSchema",
+    "EXCEPTION_HANDLER": "web.rest.exception_handler",
     "DATETIME_FORMAT": "iso-8601",
     "UNAUTHENTICATED_USER": None,
 }
@@ -171,7 +175,7 @@ SPECTACULAR_SETTINGS = {
     # Swagger UI's assets come from a pip package, not a CDN: installs may have no internet.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "scheduler_project.schema.postprocess"],
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "web.schema.postprocess"],
 }
 
 # --- Celery (the transport; the database is the source of truth) --------------------------------
@@ -204,7 +208,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
 )
 if CELERY_BROKER_URL.startswith(("amqp://", "amqps://", "pyamqp://")):
     # Queues declared with x-max-priority, so that RabbitMQ serves HIGH before NORMAL before LOW
-    # (the message priorities of dispatch/publisher.py: 2, 1, 0). Redis needs no declaration.
+    # (the message priorities of background/publisher.py: 2, 1, 0). Redis needs no declaration.
     CELERY_TASK_QUEUE_MAX_PRIORITY = 2
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -256,7 +260,7 @@ LOGGING = {
 
 # --- Web role: request bodies ---------------------------------------------------------------------
 # The largest request body the web role takes in, refused with 413 before it is read (see
-# scheduler_project/request_body.py). Room for a job of the largest payload with its other fields,
+# web/request_body.py). Room for a job of the largest payload with its other fields,
 # so that the API, not the server, explains an oversized payload.
 TICKWORK_MAX_REQUEST_BYTES = int(
     os.environ.get("TICKWORK_MAX_REQUEST_BYTES", str(max(1024 * 1024, 2 * TICKWORK_MAX_PAYLOAD_BYTES)))
@@ -284,7 +288,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and _env_bo
         "max_idle": 60.0,
     }
 TICKWORK_DB_RETRY_AFTER_SECONDS = 5  # Retry-After of a 503 when the database is unreachable or full
-MIDDLEWARE.insert(1, "scheduler_project.middleware.DatabaseUnavailableMiddleware")
+MIDDLEWARE.insert(1, "web.middleware.DatabaseUnavailableMiddleware")
 
 # --- Deployment hardening (README, "Production deployment") ---------------------------------------
 # Off by default, so that the embedded default answers on plain http://127.0.0.1; behind TLS turn
@@ -308,7 +312,7 @@ CONTENT_SECURITY_POLICY = os.environ.get(
     "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; "
     "frame-ancestors 'none'",
 )
-MIDDLEWARE.insert(1, "scheduler_project.middleware.ContentSecurityPolicyMiddleware")
+MIDDLEWARE.insert(1, "web.middleware.ContentSecurityPolicyMiddleware")
 
 # Failed logins (admin and dashboard) are throttled by django-axes: after TICKWORK_LOGIN_FAILURE_LIMIT
 # failures for one user name from one address, that pair is refused with 429 (and Retry-After) for
@@ -323,4 +327,4 @@ AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("TICKWORK_LOGIN_LOCKO
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_DISABLE_ACCESS_LOG = True  # no row per successful login
-AXES_LOCKOUT_CALLABLE = "scheduler_project.middleware.login_locked_out"
+AXES_LOCKOUT_CALLABLE = "web.middleware.login_locked_out"

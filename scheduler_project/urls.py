@@ -4,9 +4,10 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from dashboard.views import static_asset
-from dispatch.api import HealthApi
-from executions.api import ExecutionCancelApi, ExecutionDetailApi, ExecutionListApi, ExecutionRetryApi
-from jobs.api import (
+from web.api.executions import ExecutionCancelApi, ExecutionDetailApi, ExecutionListApi, ExecutionRetryApi
+from web.api.health import HealthApi
+from web.api.index import ApiIndexApi
+from web.api.jobs import (
     JobDetailApi,
     JobExecutionsApi,
     JobListCreateApi,
@@ -15,7 +16,6 @@ from jobs.api import (
     JobTriggerApi,
     SchedulePreviewApi,
 )
-from scheduler_project.api_index import ApiIndexApi
 
 api = [
     path("", ApiIndexApi.as_view(), name="api-index"),

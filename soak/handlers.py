@@ -4,8 +4,8 @@ else loads it."""
 
 from django.db import connection
 
-from dispatch.context import HandlerContext
 from jobs.registry import register
+from worker.context import HandlerContext
 
 
 class SoakFailure(Exception):
@@ -18,7 +18,7 @@ def effect(ctx: HandlerContext):
     then makes its effect: a row in soak_effect, committed on its own as an effect outside
     Tickwork would be (a mail sent, a call made), so a run that is cut short after it has made
     its effect shows. The audit counts effects per run."""
-    from dispatch.runner import worker_id
+    from worker.runner import worker_id
 
     worker = worker_id()
     if ctx.attempt <= int(ctx.payload.get("failTimes", 0)):

@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 
 from soak.audit import Effect, Event, Execution, Figures, audit_cron, audit_execution  # noqa: E402
 
-# The end-to-end tests' timings (dispatch/tests/conftest.py): faults resolve in seconds.
+# The end-to-end tests' timings (testing/fixtures.py): faults resolve in seconds.
 TIMINGS = {
     "TICKWORK_LEASE_SECONDS": 3.0,
     "TICKWORK_CANCEL_GRACE_SECONDS": 1.0,

@@ -16,8 +16,8 @@ import pytest
 import requests
 from django.db import connection
 
-from dispatch.tests.harness import database_url
 from tenants.services import tenant_create, token_create
+from testing.harness import database_url
 
 REPO = Path(__file__).resolve().parent.parent
 # Enough examples per operation to find what the checks look for, within CI's time.

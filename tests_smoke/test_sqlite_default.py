@@ -66,11 +66,11 @@ import django
 django.setup()
 from django.core.management import call_command
 from django.utils import timezone
-from dispatch.dispatcher import dispatch_once
-from dispatch.publisher import InMemoryPublisher
+from dispatcher.dispatcher import dispatch_once
+from background.publisher import InMemoryPublisher
 from executions.models import Execution
 from jobs.models import Job
-from jobs.services import job_create
+from executions.scheduling import job_create
 from tenants.models import Tenant
 
 call_command("create_tenant", "acme", stdout=io.StringIO())

@@ -21,7 +21,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from dispatch.tests.harness import database_url
+from testing.harness import database_url
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make between
 # browser steps are plain blocking calls all the same.
@@ -238,7 +238,7 @@ def _user(username: str, *, staff: bool = False, tenants=()):
 
 
 def _job(tenant, **fields):
-    from jobs.services import job_create
+    from executions.scheduling import job_create
 
     now = timezone.now()
     fields.setdefault("type", "ONCE")

@@ -12,10 +12,10 @@ from django.db.models import F
 from django.utils import timezone
 
 from executions.models import Execution, ExecutionEvent
+from executions.scheduling import job_trigger
 from executions.states import ExecutionState as S
 from executions.states import Success, record_successes, transition, transition_set
 from jobs.models import Job
-from jobs.services import job_trigger
 
 
 def _queued_then_running(execution, now):

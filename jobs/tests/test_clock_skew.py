@@ -5,8 +5,8 @@ from datetime import datetime, timedelta
 import pytest
 from django.utils import timezone
 
+from executions.clock import db_now
 from executions.models import Execution, ExecutionEvent
-from scheduler_project.clock import db_now
 
 pytestmark = pytest.mark.django_db
 

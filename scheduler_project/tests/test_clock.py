@@ -1,4 +1,4 @@
-"""The database's clock (scheduler_project/clock.py): what every role takes `now` from."""
+"""The database's clock (executions/clock.py): what every role takes `now` from."""
 
 import os
 import subprocess
@@ -10,7 +10,7 @@ import pytest
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.test.utils import CaptureQueriesContext
 
-from scheduler_project import clock
+from executions import clock
 from scheduler_project.tests.faketime import faketime_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -62,7 +62,7 @@ def test_defect12_db_now_in_a_process_whose_clock_is_25s_behind_is_the_database_
     )
     code = (
         "import django, time; django.setup()\n"
-        "from scheduler_project.clock import db_now\n"
+        "from executions.clock import db_now\n"
         "print(time.time(), db_now().timestamp())\n"
     )
     done = subprocess.run(

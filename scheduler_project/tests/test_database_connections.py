@@ -78,7 +78,7 @@ def test_defect6_database_full_answers_503_with_retry_after(api, monkeypatch):
     coming free in time, is a 503 with Retry-After (it was a 500)."""
     from django.db import OperationalError
 
-    from jobs.api import JobListCreateApi
+    from web.api.jobs import JobListCreateApi
 
     def full(*args, **kwargs):
         raise OperationalError("FATAL: sorry, too many clients already")

@@ -112,7 +112,7 @@ def _through_middleware(headers: list[tuple[bytes, bytes]], messages: list[dict]
     """Run RequestBodyLimit over a recording app; returns what was sent and what the app saw."""
     import asyncio
 
-    from scheduler_project.request_body import RequestBodyLimit
+    from web.request_body import RequestBodyLimit
 
     seen, sent = [], []
 

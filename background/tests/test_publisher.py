@@ -1,0 +1,254 @@
+"""The publisher: what reaches the broker, in what order, and that a real worker runs it.
+
+Uses a real Redis (TICKWORK_TEST_PUBLISHER_REDIS_DB, default 4, flushed around each test) and,
+for the round trip, a real Celery worker process against the test database.
+"""
+
+import base64
+import json
+import os
+from datetime import timedelta
+
+import pytest
+from celery import Celery, signals
+from django.utils import timezone
+
+from background.publisher import TASK_NAME, CeleryPublisher, Dispatch, InMemoryPublisher, broker_priority
+from dispatcher.dispatcher import dispatch_once
+from executions.models import Execution
+from testing.harness import Live, database_url, wait_for
+
+REDIS_DB = int(os.environ.get("TICKWORK_TEST_PUBLISHER_REDIS_DB", "4"))
+
+
+@pytest.fixture
+def broker_url():
+    import redis
+
+    url = f"{os.environ.get('TICKWORK_TEST_REDIS_URL', 'redis://127.0.0.1:6379').rstrip('/')}/{REDIS_DB}"
+    client = redis.Redis.from_url(url)
+    try:
+        client.flushdb()
+    except redis.RedisError as exc:
+        pytest.skip(f"publisher tests need Redis at {url}: {exc}")
+    yield url
+    client.flushdb()
+
+
+@pytest.fixture
+def redis_client(broker_url):
+    import redis
+
+    return redis.Redis.from_url(broker_url)
+
+
+def celery_app(broker_url: str) -> Celery:
+    """An app configured as the project's (Django settings, CELERY_ namespace) on `broker_url`."""
+    app = Celery("tickwork-publisher-tests", set_as_current=False)
+    app.config_from_object("django.conf:settings", namespace="CELERY")
+    app.conf.broker_url = broker_url
+    app.conf.broker_transport_options = {}
+    return app
+
+
+def without_ids(raw: bytes) -> dict:
+    """A stored message with its per-message ids blanked, after checking they are consistent."""
+    message = json.loads(raw)
+    headers, properties = message["headers"], message["properties"]
+    assert headers["id"] == headers["root_id"] == properties["correlation_id"]
+    assert properties["delivery_tag"] and properties["delivery_tag"] != headers["id"]
+    headers["id"] = headers["root_id"] = properties["correlation_id"] = properties["delivery_tag"] = "…"
+    return message
+
+
+def body_of(raw: bytes) -> list:
+    return json.loads(base64.b64decode(json.loads(raw)["body"]))
+
+
+def test_redis_messages_are_what_send_task_writes(broker_url, redis_client):
+    """On Redis, a published message is byte for byte what `send_task` stores, but for its ids."""
+    app = celery_app(broker_url)
+    app.send_task(
+        TASK_NAME, args=("e-1", 7), queue="tickwork.default", routing_key="tickwork.default", ignore_result=True
+    )
+    # HIGH: message priority 0, as send_task's default (other priorities: the test below).
+    CeleryPublisher(app=app).publish([Dispatch(execution_id="e-1", lease_token=7, pool="default", priority=0)])
+
+    theirs, ours = redis_client.rpop("tickwork.default"), redis_client.rpop("tickwork.default")
+    assert redis_client.llen("tickwork.default") == 0
+    assert without_ids(ours) == without_ids(theirs)
+    assert body_of(ours) == [["e-1", 7], {}, {"callbacks": None, "errbacks": None, "chain": None, "chord": None}]
+    assert json.loads(ours)["headers"]["id"] != json.loads(theirs)["headers"]["id"]
+
+
+@pytest.mark.parametrize("priority", [0, 1, 2])
+def test_a_priority_goes_where_send_task_puts_that_message_priority(broker_url, redis_client, priority):
+    """HIGH, NORMAL and LOW are message priorities 0, 3 and 6 on Redis: byte for byte what
+    `send_task(priority=…)` stores, in the list of that priority step."""
+    app = celery_app(broker_url)
+    on_broker = broker_priority(priority, transport="redis")
+    app.send_task(
+        TASK_NAME, args=("e-1", 7), queue="tickwork.default", routing_key="tickwork.default", ignore_result=True,
+        priority=on_broker,
+    )  # fmt: skip
+    CeleryPublisher(app=app).publish([Dispatch(execution_id="e-1", lease_token=7, pool="default", priority=priority)])
+
+    key = "tickwork.default" + (f"\x06\x16{on_broker}" if on_broker else "")
+    theirs, ours = redis_client.rpop(key), redis_client.rpop(key)
+    assert redis_client.dbsize() == 0
+    assert without_ids(ours) == without_ids(theirs)
+    assert json.loads(ours)["properties"]["priority"] == on_broker
+
+
+def test_a_worker_takes_high_before_a_low_backlog_already_on_the_broker(broker_url):
+    """The claim orders only what is still PENDING; once a pool's backlog is on the broker, a
+    HIGH published after it is still taken first (kombu's own consumer, as a worker uses it)."""
+    app = celery_app(broker_url)
+    publisher = CeleryPublisher(app=app)
+    publisher.publish([Dispatch(execution_id=f"low-{i}", lease_token=1, pool="default", priority=2) for i in range(5)])
+    publisher.publish([Dispatch(execution_id="normal", lease_token=1, pool="default", priority=1)])
+    publisher.publish([Dispatch(execution_id="high", lease_token=1, pool="default", priority=0)])
+
+    taken = []
+    with app.connection_for_read() as conn, conn.SimpleQueue("tickwork.default") as queue:
+        for _ in range(7):
+            message = queue.get(timeout=5)
+            taken.append(message.payload[0][0])
+            message.ack()
+    assert taken == ["high", "normal"] + [f"low-{i}" for i in range(5)]
+
+
+def test_other_brokers_get_priorities_their_way():
+    """AMQP serves the highest number first (queues declared with x-max-priority 2)."""
+    assert [broker_priority(p, transport="amqp") for p in (0, 1, 2)] == [2, 1, 0]
+    assert [broker_priority(p, transport="redis") for p in (0, 1, 2)] == [0, 3, 6]
+
+
+def test_redis_batch_is_pipelined_in_order_to_each_pool_queue(broker_url, redis_client, monkeypatch):
+    """A batch is pushed without `send_task`, to each pool's queue, and consumed in the order given."""
+    app = celery_app(broker_url)
+    monkeypatch.setattr(app, "send_task", lambda *a, **k: pytest.fail("the Redis path must not call send_task"))
+    dispatches = [Dispatch(execution_id=f"e-{i}", lease_token=i, pool="ab"[i % 2], priority=0) for i in range(2500)]
+
+    CeleryPublisher(app=app).publish(dispatches)
+
+    for pool in "ab":
+        consumed = []
+        while raw := redis_client.rpop(f"tickwork.{pool}"):  # workers take from the tail
+            consumed.append(tuple(body_of(raw)[0]))
+        assert consumed == [(d.execution_id, d.lease_token) for d in dispatches if d.pool == pool]
+
+
+def test_nothing_to_publish_touches_no_broker(broker_url, redis_client):
+    CeleryPublisher(app=celery_app(broker_url)).publish([])
+
+    assert redis_client.dbsize() == 0
+
+
+def test_a_publish_signal_receiver_makes_it_use_send_task(broker_url, redis_client):
+    """Something hooked into `send_task` (tracing, say) still sees every message."""
+    seen = []
+
+    def receiver(sender=None, headers=None, **kwargs):
+        seen.append((sender, headers["argsrepr"]))
+
+    signals.before_task_publish.connect(receiver)
+    try:
+        CeleryPublisher(app=celery_app(broker_url)).publish(
+            [Dispatch(execution_id=f"e-{i}", lease_token=1, pool="default", priority=0) for i in range(3)]
+        )
+    finally:
+        signals.before_task_publish.disconnect(receiver)
+
+    assert seen == [(TASK_NAME, f"('e-{i}', 1)") for i in range(3)]
+    assert redis_client.llen("tickwork.default") == 3
+
+
+def test_other_brokers_get_each_message_through_send_task():
+    """A broker other than Redis (here kombu's in-memory transport) gets ordinary Celery messages."""
+    app = celery_app("memory://")
+    dispatches = [Dispatch(execution_id=f"e-{i}", lease_token=i, pool="default", priority=1) for i in range(3)]
+
+    CeleryPublisher(app=app).publish(dispatches)
+
+    received = []
+    with app.connection_for_read() as conn, conn.SimpleQueue("tickwork.default") as queue:
+        for _ in dispatches:
+            message = queue.get(timeout=5)
+            received.append((message.headers["task"], tuple(message.payload[0])))
+            message.ack()
+    assert received == [(TASK_NAME, (d.execution_id, d.lease_token)) for d in dispatches]
+
+
+def test_in_memory_publisher_keeps_what_it_was_given():
+    publisher = InMemoryPublisher()
+    batch = [Dispatch(execution_id="e-1", lease_token=1, pool="default", priority=0)]
+
+    publisher.publish(batch)
+    publisher.publish(batch)
+
+    assert publisher.sent == batch * 2
+
+
+@pytest.mark.e2e
+def test_a_real_worker_runs_what_the_publisher_sent(transactional_db, broker_url, tmp_path, tenant, make_job):
+    """Messages pushed by the Redis path are taken, run and recorded by an unmodified worker."""
+    now = timezone.now()
+    jobs = [make_job(tenant, run_at=now - timedelta(seconds=1), payload={"n": n}, now=now) for n in range(5)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TICKWORK_", "CELERY_", "DJANGO_", "DATABASE_"))}
+    env.pop("REDIS_URL", None)
+    env.update(
+        DJANGO_SETTINGS_MODULE="scheduler_project.settings",
+        DATABASE_URL=database_url(),
+        CELERY_BROKER_URL=broker_url,
+        TICKWORK_VAR_DIR=str(tmp_path / "var"),
+        TICKWORK_LOG_LEVEL="INFO",
+    )
+    live = Live(tmp_dir=tmp_path, env=env, broker_url=broker_url)
+    try:
+        live.worker(concurrency=1)
+        result = dispatch_once(now=timezone.now(), publisher=CeleryPublisher(app=celery_app(broker_url)))
+        assert result.published == len(jobs)
+
+        wait_for(
+            lambda: Execution.objects.filter(job__in=jobs, state="SUCCEEDED").count() == len(jobs),
+            timeout=60,
+            what="the worker to run the published executions",
+        )
+    except BaseException:
+        print(live.tails())
+        raise
+    finally:
+        survivors = live.stop_all()
+    assert not survivors
+    assert sorted(e.result["n"] for e in Execution.objects.filter(job__in=jobs)) == list(range(5))
+
+
+def test_on_rabbitmq_a_worker_takes_high_before_a_low_backlog():
+    """RabbitMQ (TICKWORK_TEST_AMQP_URL, default the local server): the pool's queue is declared
+    with x-max-priority, and a HIGH published after a LOW backlog is delivered first."""
+    import kombu.exceptions
+
+    app = celery_app(os.environ.get("TICKWORK_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672//"))
+    app.conf.task_queue_max_priority = 2  # as settings.py sets it for an AMQP broker
+    queue = app.amqp.queues["tickwork.priority-test"]
+    try:
+        with app.connection_for_write() as conn:
+            queue.bind(conn.default_channel).delete()
+    except (OSError, kombu.exceptions.OperationalError) as exc:
+        pytest.skip(f"needs RabbitMQ: {exc}")
+    publisher = CeleryPublisher(app=app)
+    try:
+        publisher.publish([Dispatch(f"low-{i}", 1, "priority-test", priority=2) for i in range(3)])
+        publisher.publish([Dispatch("high", 1, "priority-test", priority=0)])
+
+        taken = []
+        with app.connection_for_read() as conn, conn.SimpleQueue(queue) as simple:
+            for _ in range(4):
+                message = simple.get(timeout=5)
+                taken.append(message.payload[0][0])
+                message.ack()
+        assert taken == ["high", "low-0", "low-1", "low-2"]
+    finally:
+        with app.connection_for_write() as conn:
+            queue.bind(conn.default_channel).delete()

@@ -1,5 +1,0 @@
-from django.apps import AppConfig
-
-
-class DispatchConfig(AppConfig):
-    name = "dispatch"

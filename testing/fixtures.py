@@ -1,0 +1,108 @@
+"""Fixtures for the dispatch tests.
+
+`live` runs real roles (Celery prefork workers, dispatchers, sweepers) as subprocesses against
+the test database, on either of the two configurations Tickwork ships:
+- PostgreSQL (DATABASE_URL) with a Redis broker database (TICKWORK_TEST_REDIS_DB, default 3,
+  flushed at the start of each test);
+- the embedded default: the SQLite test database (a file, see settings.py) with kombu's
+  filesystem broker in a folder of the test's own.
+Its timings are short so faults resolve in seconds; the test process gets the same settings, so
+what it does in-process (a claim, a cancel) agrees with the roles.
+"""
+
+import os
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from testing.harness import Live, database_url
+
+# The roles' timings, shared by the test process (see `live_settings`).
+LEASE_SECONDS = 3.0
+CANCEL_GRACE_SECONDS = 1.0
+PUBLISH_GRACE_SECONDS = 2.0
+POLL_SECONDS = 0.2
+SWEEP_SECONDS = 0.5
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)
+
+
+def _redis_broker_url() -> str:
+    base = os.environ.get("TICKWORK_TEST_REDIS_URL", "redis://127.0.0.1:6379").rstrip("/")
+    return f"{base}/{int(os.environ.get('TICKWORK_TEST_REDIS_DB', '3'))}"
+
+
+@pytest.fixture
+def live_settings(settings):
+    settings.TICKWORK_LEASE_SECONDS = LEASE_SECONDS
+    settings.TICKWORK_CANCEL_GRACE_SECONDS = CANCEL_GRACE_SECONDS
+    settings.TICKWORK_PUBLISH_GRACE_SECONDS = PUBLISH_GRACE_SECONDS
+    settings.TICKWORK_POLL_SECONDS = POLL_SECONDS
+    settings.TICKWORK_SWEEP_SECONDS = SWEEP_SECONDS
+    return settings
+
+
+@pytest.fixture
+def live(request, transactional_db, live_settings, tmp_path):
+    """Start roles with `live.worker()`, `live.dispatcher()`, `live.sweeper()`; all of them are
+    stopped at teardown, and the test fails if any process of theirs survives."""
+    var_dir = tmp_path / "var"
+    if connection.vendor == "postgresql":
+        import redis
+
+        broker_url = _redis_broker_url()
+        try:
+            redis.Redis.from_url(broker_url).flushdb()
+        except redis.RedisError as exc:
+            pytest.skip(f"end-to-end tests need Redis at {broker_url}: {exc}")
+        with connection.cursor() as cursor:
+            # For the roles' connections to this test database only. These tests are about
+            # coordination, not about surviving an OS crash, and a WAL flush per commit is most of
+            # a noop run's time on a small VM (the race test makes 20,000 worker commits).
+            cursor.execute(
+                f"ALTER DATABASE {connection.ops.quote_name(connection.settings_dict['NAME'])}"
+                " SET synchronous_commit = off"
+            )
+    else:
+        broker_url = "filesystem://"  # in TICKWORK_VAR_DIR, as settings.py places it: this test's own
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        # The roles get exactly the configuration below, not the developer's.
+        if not key.startswith(("TICKWORK_", "CELERY_", "DJANGO_", "DATABASE_")) and key != "REDIS_URL"
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="scheduler_project.settings",
+        DATABASE_URL=database_url(),
+        CELERY_BROKER_URL=broker_url,
+        TICKWORK_VAR_DIR=str(var_dir),
+        TICKWORK_LEASE_SECONDS=str(LEASE_SECONDS),
+        TICKWORK_CANCEL_GRACE_SECONDS=str(CANCEL_GRACE_SECONDS),
+        TICKWORK_PUBLISH_GRACE_SECONDS=str(PUBLISH_GRACE_SECONDS),
+        TICKWORK_POLL_SECONDS=str(POLL_SECONDS),
+        TICKWORK_SWEEP_SECONDS=str(SWEEP_SECONDS),
+        TICKWORK_LOG_LEVEL="INFO",
+        PYTHONUNBUFFERED="1",
+    )
+    harness = Live(tmp_dir=tmp_path, env=env, broker_url=broker_url, var_dir=var_dir)
+    yield harness
+    # A Celery worker on the filesystem broker takes about 6 s to stop warm (its blocking loop
+    # waits 2 s for messages, and the pool's threads poll each second): the test is over, so
+    # SIGKILL follows sooner there.
+    survivors = harness.stop_all(term_timeout=1.0 if broker_url.startswith("filesystem") else 5.0)
+    reports = [getattr(request.node, f"report_{when}", None) for when in ("setup", "call")]
+    if survivors or any(report is not None and report.failed for report in reports):
+        print(harness.tails())
+    connection.close()
+    assert not survivors, f"processes survived SIGTERM and SIGKILL: {survivors}"
+
+
+@pytest.fixture
+def now():
+    return timezone.now()

@@ -1,0 +1,58 @@
+"""Handlers that exist only for tests. Test workers import this module with
+`celery worker --include testing.handlers_for_tests` (see harness.TEST_HANDLERS)."""
+
+import time
+
+from jobs.registry import register
+from worker.context import HandlerContext
+
+
+@register("test-stubborn")
+def stubborn(ctx: HandlerContext):
+    """Runs `seconds` (default 60) and never looks at cancellation: only a forced stop ends it."""
+    deadline = time.monotonic() + float(ctx.payload.get("seconds", 60))
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+    return {"ignoredStops": True}
+
+
+@register("test-atomic-noop", atomic=True)
+def atomic_noop(ctx: HandlerContext):
+    """Asks to run inside the completion transaction; does nothing else."""
+    return {"atomic": True}
+
+
+@register("test-cancelled-then-raises")
+def cancelled_then_raises(ctx: HandlerContext):
+    """Is cancelled (through the service, as the API does) while it runs, then fails before any
+    heartbeat could tell it: the cancel must win over the retry policy."""
+    from django.utils import timezone
+
+    from executions.models import Execution
+    from executions.services import execution_cancel
+
+    execution_cancel(execution=Execution.objects.get(pk=ctx.execution_id), now=timezone.now())
+    raise RuntimeError("failed after the cancel request")
+
+
+@register("test-hold-outcomes")
+def hold_outcomes(ctx: HandlerContext):
+    """Holds this process's outcome thread until `waitFor` other executions are RUNNING (at most
+    `seconds`, default 2): the successes of those runs then gather and are recorded as one batch."""
+    from executions.models import Execution
+    from worker.runner import OutcomeRecorder
+
+    def hold() -> None:
+        deadline = time.monotonic() + float(ctx.payload.get("seconds", 2))
+        others = Execution.objects.filter(state="RUNNING").exclude(pk=ctx.execution_id)
+        while others.count() < int(ctx.payload["waitFor"]) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    OutcomeRecorder.of_process().submit(hold)
+    return {"held": True}
+
+
+@register("test-nul-result")
+def nul_result(ctx: HandlerContext):
+    """Returns a result with a NUL, which PostgreSQL cannot store as it is."""
+    return {"note": "\x00"}

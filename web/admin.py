@@ -1,0 +1,171 @@
+"""The admin: tenants, jobs and executions. Its actions call the same services as the API."""
+
+from django.contrib import admin, messages
+
+from executions.clock import db_now
+from executions.models import Execution, ExecutionEvent
+from executions.scheduling import job_cancel, job_pause, job_resume, job_trigger
+from executions.services import execution_cancel, execution_redrive
+from executions.states import InvalidTransition
+from jobs.models import Job
+from jobs.states import InvalidJobTransition
+from tenants.models import ApiToken, Tenant
+from tenants.services import token_create
+
+
+class ApiTokenInline(admin.TabularInline):
+    model = ApiToken
+    extra = 0
+    fields = ["name", "key_prefix", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = ["key_prefix", "created_at", "last_used_at"]
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "weight", "max_concurrent_executions", "max_active_jobs", "submit_rate_per_minute"]
+    search_fields = ["slug", "name"]
+    filter_horizontal = ["members"]
+    exclude = ["signing_secret"]
+    inlines = [ApiTokenInline]
+    actions = ["issue_token"]
+
+    # Minting a token grants the tenant's API access, so it takes the change permission, not view.
+    @admin.action(description="Issue a new API token (shown once)", permissions=["change"])
+    def issue_token(self, request, queryset):
+        for tenant in queryset:
+            _, raw = token_create(tenant=tenant, name=f"admin:{request.user}")
+            self.message_user(
+                request, f"token for {tenant.slug}: {raw} (copy it now; it is not stored)", messages.WARNING
+            )
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ["key_prefix", "tenant", "name", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["tenant"]
+    # A token stays with the tenant it was issued to; revoking is the one change that matters.
+    readonly_fields = ["tenant", "key_prefix", "key_hash", "created_at", "last_used_at"]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # tokens are issued by the tenant action, which can show the raw value once
+
+
+def _run_action(modeladmin, request, queryset, service, verb: str) -> None:
+    done, refused = 0, []
+    for job in queryset:
+        try:
+            service(job=job, now=db_now())
+            done += 1
+        except InvalidJobTransition as exc:
+            refused.append(str(exc))
+    if done:
+        modeladmin.message_user(request, f"{verb} {done} job(s)")
+    for reason in refused:
+        modeladmin.message_user(request, reason, messages.WARNING)
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = ["name", "tenant", "type", "schedule", "timezone", "handler", "pool", "state", "next_fire_at"]
+    list_filter = ["state", "type", "pool", "tenant"]
+    search_fields = ["name", "id", "handler"]
+    readonly_fields = [
+        "id",
+        "state",
+        "next_fire_at",
+        "idempotency_key",
+        "request_fingerprint",
+        "created_at",
+        "updated_at",
+    ]
+    actions = ["pause", "resume", "cancel", "trigger"]
+    list_select_related = ["tenant"]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # jobs are created through the API, which validates and makes the first execution
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False  # definitions change through the API's update, which re-times the schedule
+
+    def has_operate_permission(self, request) -> bool:
+        # The actions change state, so they need more than the view permission this admin is
+        # limited to; the model's "change" permission is what grants them.
+        return request.user.has_perm("jobs.change_job")
+
+    @admin.action(description="Pause", permissions=["operate"])
+    def pause(self, request, queryset):
+        _run_action(self, request, queryset, job_pause, "paused")
+
+    @admin.action(description="Resume", permissions=["operate"])
+    def resume(self, request, queryset):
+        _run_action(self, request, queryset, job_resume, "resumed")
+
+    @admin.action(description="Cancel (no future fires)", permissions=["operate"])
+    def cancel(self, request, queryset):
+        _run_action(self, request, queryset, job_cancel, "cancelled")
+
+    @admin.action(description="Trigger (run now)", permissions=["operate"])
+    def trigger(self, request, queryset):
+        _run_action(self, request, queryset, job_trigger, "triggered")
+
+
+class EventInline(admin.TabularInline):
+    model = ExecutionEvent
+    extra = 0
+    max_num = 0
+    can_delete = False
+    fields = ["at", "from_state", "to_state", "attempt", "worker_id", "message"]
+    readonly_fields = fields
+
+
+@admin.register(Execution)
+class ExecutionAdmin(admin.ModelAdmin):
+    list_display = ["id", "job", "tenant", "pool", "attempt", "state", "scheduled_for", "started_at", "finished_at"]
+    list_filter = ["state", "pool", "origin", "tenant"]
+    search_fields = ["id", "job__name", "job__id"]
+    list_select_related = ["job", "tenant"]
+    inlines = [EventInline]
+    actions = ["cancel", "retry"]
+    show_full_result_count = False  # COUNT(*) over millions of rows on every page is not worth it
+
+    def get_readonly_fields(self, request, obj=None):
+        # State changes only through the state machine (the actions); nothing here is editable.
+        return [field.name for field in Execution._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        # View only: saving the form would write the whole row back, `state` included, beside
+        # the state machine (and over a worker's concurrent transition).
+        return False
+
+    def has_operate_permission(self, request) -> bool:
+        return request.user.has_perm("executions.change_execution")
+
+    @admin.action(description="Cancel", permissions=["operate"])
+    def cancel(self, request, queryset):
+        self._act(
+            request,
+            queryset,
+            lambda e: execution_cancel(execution=e, now=db_now(), reason=f"cancelled by {request.user} (admin)"),
+        )
+
+    @admin.action(description="Retry (re-drive)", permissions=["operate"])
+    def retry(self, request, queryset):
+        self._act(
+            request,
+            queryset,
+            lambda e: execution_redrive(execution=e, now=db_now(), reason=f"re-driven by {request.user} (admin)"),
+        )
+
+    def _act(self, request, queryset, action) -> None:
+        done = 0
+        for execution in queryset:
+            try:
+                action(execution)
+                done += 1
+            except InvalidTransition as exc:
+                self.message_user(request, f"{execution.id}: {exc}", messages.WARNING)
+        if done:
+            self.message_user(request, f"{done} execution(s) updated")

@@ -1,0 +1,58 @@
+from django.http import Http404
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from executions.clock import db_now
+from executions.models import Execution
+from executions.selectors import execution_get, execution_list
+from executions.services import execution_cancel, execution_redrive
+from tenants.selectors import scope_of
+from web.api.execution_filters import ExecutionFilter
+from web.api.execution_serializers import ExecutionDetailSerializer, ExecutionSerializer
+
+
+def _execution_or_404(request, execution_id) -> Execution:
+    execution = execution_get(scope=scope_of(user=request.user), execution_id=execution_id)
+    if execution is None:
+        raise Http404("no such execution")
+    return execution
+
+
+class ExecutionListApi(generics.ListAPIView):
+    serializer_class = ExecutionSerializer
+    filterset_class = ExecutionFilter
+
+    def get_queryset(self):
+        return execution_list(scope=scope_of(user=self.request.user))
+
+    def paginate_queryset(self, queryset):
+        self.paginator.ordering = "-scheduled_for"
+        return super().paginate_queryset(queryset)
+
+
+class ExecutionDetailApi(APIView):
+    @extend_schema(responses=ExecutionDetailSerializer)
+    def get(self, request, execution_id):
+        return Response(ExecutionDetailSerializer(_execution_or_404(request, execution_id)).data)
+
+
+class ExecutionCancelApi(APIView):
+    @extend_schema(request=None, responses={202: ExecutionSerializer})
+    def post(self, request, execution_id):
+        execution = _execution_or_404(request, execution_id)
+        execution_cancel(execution=execution, now=db_now(), reason=f"cancelled by {request.user}")
+        execution.refresh_from_db()
+        return Response(ExecutionSerializer(execution).data, status=status.HTTP_202_ACCEPTED)
+
+
+class ExecutionRetryApi(APIView):
+    @extend_schema(request=None, responses=ExecutionSerializer)
+    def post(self, request, execution_id):
+        execution = execution_redrive(
+            execution=_execution_or_404(request, execution_id),
+            now=db_now(),
+            reason=f"re-driven by {request.user}",
+        )
+        return Response(ExecutionSerializer(execution).data)

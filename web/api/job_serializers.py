@@ -1,0 +1,337 @@
+"""The job's public shape (camelCase, as the API contract writes it) and its validation."""
+
+import functools
+import json
+import zoneinfo
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone as django_timezone
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from jobs import cron, registry
+from jobs.models import Backoff, ConcurrencyPolicy, Job, JobType, MisfirePolicy, Priority
+from jobs.payloads import StrictSerializer
+from web.api.execution_serializers import ExecutionSerializer
+
+MAX_DELAY_SEC = 10 * 365 * 86400
+
+
+class ChoiceField(serializers.ChoiceField):
+    """A choice whose error lists the valid ones, so a caller need not look them up."""
+
+    def __init__(self, choices, **kwargs) -> None:
+        super().__init__(choices, **kwargs)
+        valid = ", ".join(str(choice) for choice in self.choices)
+        self.error_messages["invalid_choice"] = f'"{{input}}" is not a valid choice; valid: {valid}'
+
+
+class AwareDateTimeField(serializers.DateTimeField):
+    """ISO 8601 with an explicit offset: a bare local time is ambiguous, so it is refused."""
+
+    def to_internal_value(self, value):
+        if isinstance(value, str):
+            try:
+                parsed = datetime.fromisoformat(value)
+            except ValueError:
+                self.fail("invalid", format="ISO 8601 with an offset, e.g. 2027-03-14T09:00:00Z")
+            if parsed.tzinfo is None:
+                raise serializers.ValidationError("must include a UTC offset, e.g. 2027-03-14T09:00:00Z")
+        return super().to_internal_value(value)
+
+
+@functools.cache
+def known_timezones() -> frozenset[str]:
+    """The IANA names this machine's zoneinfo lists (read once: it walks the tz database)."""
+    return frozenset(zoneinfo.available_timezones())
+
+
+class TimezoneField(serializers.CharField):
+    """An IANA timezone name that this machine's zoneinfo lists (the schema's enum of them)."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("max_length", 64)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data) -> str:
+        value = super().to_internal_value(data)
+        try:
+            cron.parse_timezone(value)
+        except cron.CronError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+        if value not in known_timezones():
+            raise serializers.ValidationError(f"unknown timezone {value!r}")
+        return value
+
+
+class HandlerNameField(serializers.CharField):
+    """A registered handler's name (checked with the pool by TargetSerializer)."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("max_length", 100)
+        super().__init__(**kwargs)
+
+
+class PoolNameField(serializers.CharField):
+    """A known pool's name (checked with the handler by TargetSerializer)."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("max_length", 64)
+        super().__init__(**kwargs)
+
+
+def _cron_pattern() -> str:
+    """A regular expression for the usual five-field cron syntax, for the schema: numbers in each
+    field's range, `*`, lists, ranges and steps, month and weekday names. The server reads a
+    little more (steps on ranges) and still refuses a schedule that never fires (`0 0 30 2 *`)."""
+    months = "JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC"
+    days = "SUN|MON|TUE|WED|THU|FRI|SAT"
+    numbers = [
+        "[0-5]?[0-9]",
+        "[01]?[0-9]|2[0-3]",
+        "0?[1-9]|[12][0-9]|3[01]",
+        f"0?[1-9]|1[0-2]|{months}|{months.lower()}",
+        f"[0-7]|{days}|{days.lower()}",
+    ]
+    step = "/[1-9][0-9]?"
+
+    def field(number: str) -> str:
+        item = f"\\*(?:{step})?|(?:{number})(?:{step}|-(?:{number}))?"
+        return f"(?:{item})(?:,(?:{item}))*"
+
+    return "^" + " ".join(field(number) for number in numbers) + "$"
+
+
+SCHEDULE_PATTERN = _cron_pattern()
+
+
+@extend_schema_field({"type": "string", "maxLength": 200, "pattern": SCHEDULE_PATTERN})
+class ScheduleField(serializers.CharField):
+    """A five-field cron expression."""
+
+
+@extend_schema_field({"type": "object", "additionalProperties": True})
+class PayloadField(serializers.JSONField):
+    """A JSON object: the handler's input."""
+
+
+class TargetSerializer(StrictSerializer):
+    handler = HandlerNameField()
+    pool = PoolNameField(required=False)
+
+    def validate(self, attrs):
+        # An update may name only one of the two; the other comes from the job.
+        job: Job | None = self.root.instance
+        name = attrs.get("handler") or (job.handler if job else "")
+        spec = registry.get(name)
+        if spec is None:
+            raise serializers.ValidationError(
+                {"handler": [f"unknown handler '{name}'; known: {', '.join(registry.handler_names())}"]}
+            )
+        pool = attrs.get("pool") or (job.pool if job is not None and job.handler == spec.name else spec.pool)
+        if pool not in registry.pools():
+            raise serializers.ValidationError(
+                {"pool": [f"unknown pool '{pool}'; known: {', '.join(registry.pools())}"]}
+            )
+        return {"handler": spec.name, "pool": pool}
+
+
+class RetryPolicySerializer(StrictSerializer):
+    maxAttempts = serializers.IntegerField(min_value=1, max_value=100, required=False, default=3)
+    backoff = ChoiceField(choices=Backoff.values, required=False, default=Backoff.EXPONENTIAL)
+    initialDelayMs = serializers.IntegerField(min_value=0, max_value=86_400_000, required=False, default=1000)
+    maxDelayMs = serializers.IntegerField(min_value=0, max_value=7 * 86_400_000, required=False, default=60_000)
+    jitter = serializers.BooleanField(required=False, default=True)
+
+    def validate(self, attrs):
+        # An update may give part of the policy: JobInputSerializer.validate merges it with the
+        # job's and checks the bounds of the whole.
+        if "maxDelayMs" in attrs and "initialDelayMs" in attrs and attrs["maxDelayMs"] < attrs["initialDelayMs"]:
+            raise serializers.ValidationError({"maxDelayMs": ["must be at least initialDelayMs"]})
+        return attrs
+
+
+class JobInputSerializer(StrictSerializer):
+    """Validates a create (all of it) or an update (partial=True: what is given)."""
+
+    name = serializers.CharField(max_length=200)
+    type = ChoiceField(choices=JobType.values)
+    runAt = AwareDateTimeField(required=False, allow_null=True)
+    delaySec = serializers.IntegerField(min_value=0, max_value=MAX_DELAY_SEC, required=False, allow_null=True)
+    schedule = ScheduleField(max_length=200, required=False)
+    timezone = TimezoneField(required=False)
+    target = TargetSerializer()
+    payload = PayloadField(required=False)
+    retryPolicy = RetryPolicySerializer(required=False)
+    timeoutSec = serializers.IntegerField(min_value=1, max_value=7 * 86400, required=False)
+    priority = ChoiceField(choices=Priority.names, required=False)
+    misfirePolicy = ChoiceField(choices=MisfirePolicy.values, required=False)
+    concurrencyPolicy = ChoiceField(choices=ConcurrencyPolicy.values, required=False)
+    tenant = serializers.SlugField(required=False, help_text="Staff sessions only: the tenant to create in.")
+
+    def validate_payload(self, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("must be a JSON object")
+        size = len(json.dumps(value, separators=(",", ":")).encode())
+        limit = settings.TICKWORK_MAX_PAYLOAD_BYTES
+        if size > limit:
+            raise serializers.ValidationError(f"is {size} bytes; the limit is {limit}")
+        return value
+
+    def validate_schedule(self, value: str) -> str:
+        if value:
+            try:
+                cron.validate(value)
+            except cron.CronError as exc:
+                raise serializers.ValidationError(str(exc)) from exc
+        return value
+
+    def validate(self, attrs):
+        job: Job | None = self.instance
+        if job is not None and "type" in attrs and attrs["type"] != job.type:
+            raise serializers.ValidationError({"type": [f"cannot change a {job.type} job into {attrs['type']}"]})
+        kind = attrs.get("type") or job.type
+        merged = {
+            "runAt": attrs.get("runAt", job.run_at if job else None),
+            "delaySec": attrs.get("delaySec", job.delay_sec if job else None),
+            "schedule": attrs.get("schedule", job.schedule if job else ""),
+        }
+        required = {JobType.ONCE: "runAt", JobType.DELAYED: "delaySec", JobType.CRON: "schedule"}[kind]
+        if merged[required] in (None, ""):
+            raise serializers.ValidationError({required: [f"is required for type {kind}"]})
+        for name in ("runAt", "delaySec", "schedule"):
+            if name != required and attrs.get(name) not in (None, ""):
+                raise serializers.ValidationError({name: [f"is not allowed for type {kind}"]})
+        if "timezone" in attrs and kind != JobType.CRON and attrs["timezone"] != "UTC":
+            raise serializers.ValidationError({"timezone": [f"is only used by CRON jobs, not {kind}"]})
+        if "retryPolicy" in attrs and job is not None:
+            current = {
+                "maxAttempts": job.max_attempts,
+                "backoff": job.backoff,
+                "initialDelayMs": job.initial_delay_ms,
+                "maxDelayMs": job.max_delay_ms,
+                "jitter": job.jitter,
+            }
+            policy = attrs["retryPolicy"] = {**current, **attrs["retryPolicy"]}
+            if policy["maxDelayMs"] < policy["initialDelayMs"]:
+                raise serializers.ValidationError(
+                    {"retryPolicy": {"maxDelayMs": [f"must be at least initialDelayMs ({policy['initialDelayMs']})"]}}
+                )
+        if kind == JobType.CRON:
+            timezone = attrs.get("timezone", job.timezone if job else "UTC")
+            try:
+                cron.next_fire(merged["schedule"], timezone, django_timezone.now())
+            except cron.CronError as exc:
+                raise serializers.ValidationError({"schedule": [str(exc)]}) from exc
+        self._check_payload(attrs, job)
+        return attrs
+
+    def _check_payload(self, attrs, job: Job | None) -> None:
+        """The payload must fit its handler's declared shape: checked when either changes."""
+        if "payload" not in attrs and "target" not in attrs:
+            return
+        spec = registry.get(attrs["target"]["handler"] if "target" in attrs else job.handler)
+        payload = attrs["payload"] if "payload" in attrs else (job.payload if job is not None else {})
+        errors = registry.payload_errors(spec, payload) if spec is not None else None
+        if errors:
+            raise serializers.ValidationError({"payload": errors})
+
+    def to_model_fields(self) -> dict[str, Any]:
+        """The validated data in the model's terms, only what was given (for partial updates)."""
+        data = self.validated_data
+        fields: dict[str, Any] = {}
+        simple = {
+            "name": "name",
+            "type": "type",
+            "runAt": "run_at",
+            "delaySec": "delay_sec",
+            "schedule": "schedule",
+            "timezone": "timezone",
+            "payload": "payload",
+            "timeoutSec": "timeout_sec",
+            "misfirePolicy": "misfire_policy",
+            "concurrencyPolicy": "concurrency_policy",
+        }
+        for api_name, field in simple.items():
+            if api_name in data:
+                fields[field] = data[api_name]
+        if "priority" in data:
+            fields["priority"] = Priority[data["priority"]].value
+        if "target" in data:
+            fields["pool"] = data["target"]["pool"]
+            fields["handler"] = data["target"]["handler"]
+        if "retryPolicy" in data:
+            policy = data["retryPolicy"]
+            fields.update(
+                max_attempts=policy["maxAttempts"],
+                backoff=policy["backoff"],
+                initial_delay_ms=policy["initialDelayMs"],
+                max_delay_ms=policy["maxDelayMs"],
+                jitter=policy["jitter"],
+            )
+        return fields
+
+
+class JobUpdateSerializer(JobInputSerializer):
+    """An update (PUT or PATCH): what is given changes; a job's tenant never does."""
+
+    tenant = None
+    refused_fields = {"tenant": "cannot be changed: a job stays in the tenant it was created in"}
+
+
+class TargetOutputSerializer(serializers.Serializer):
+    pool = serializers.CharField()
+    handler = serializers.CharField()
+
+
+class RetryPolicyOutputSerializer(serializers.Serializer):
+    maxAttempts = serializers.IntegerField(source="max_attempts")
+    backoff = serializers.CharField()
+    initialDelayMs = serializers.IntegerField(source="initial_delay_ms")
+    maxDelayMs = serializers.IntegerField(source="max_delay_ms")
+    jitter = serializers.BooleanField()
+
+
+class JobOutputSerializer(serializers.Serializer):
+    jobId = serializers.CharField(source="id")
+    tenant = serializers.CharField(source="tenant.slug")
+    name = serializers.CharField()
+    type = serializers.CharField()
+    runAt = serializers.DateTimeField(source="run_at", allow_null=True)
+    delaySec = serializers.IntegerField(source="delay_sec", allow_null=True)
+    schedule = serializers.CharField()
+    timezone = serializers.CharField()
+    target = TargetOutputSerializer(source="*")
+    payload = serializers.JSONField()
+    retryPolicy = RetryPolicyOutputSerializer(source="*")
+    timeoutSec = serializers.IntegerField(source="timeout_sec")
+    priority = serializers.CharField(source="get_priority_display")
+    misfirePolicy = serializers.CharField(source="misfire_policy")
+    concurrencyPolicy = serializers.CharField(source="concurrency_policy")
+    state = serializers.CharField()
+    nextFireAt = serializers.DateTimeField(source="next_fire_at", allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at")
+    updatedAt = serializers.DateTimeField(source="updated_at")
+
+
+class JobDetailOutputSerializer(JobOutputSerializer):
+    latestExecutions = serializers.SerializerMethodField(help_text="The newest executions, newest first.")
+
+    @extend_schema_field(ExecutionSerializer(many=True))
+    def get_latestExecutions(self, job: Job) -> list[dict]:
+        from executions.selectors import latest_executions
+
+        return ExecutionSerializer(latest_executions(job_id=job.pk), many=True).data
+
+
+class FireTimeSerializer(serializers.Serializer):
+    utc = serializers.CharField(help_text="ISO 8601 in UTC, ending in Z.")
+    local = serializers.CharField(help_text="ISO 8601 in the schedule's timezone, with its offset.")
+
+
+class SchedulePreviewSerializer(serializers.Serializer):
+    schedule = serializers.CharField()
+    timezone = serializers.CharField()
+    fireTimes = FireTimeSerializer(many=True)

@@ -1,0 +1,231 @@
+from django.http import Http404
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from executions.clock import db_now
+from executions.models import Execution
+from executions.scheduling import (
+    job_cancel,
+    job_create,
+    job_pause,
+    job_resume,
+    job_trigger,
+    job_update,
+    request_fingerprint,
+)
+from executions.selectors import execution_list
+from jobs import cron
+from jobs.models import Job
+from jobs.selectors import job_get, job_list
+from tenants.models import Tenant
+from tenants.selectors import scope_of, tenant_for_create
+from web.api.execution_serializers import ExecutionSerializer
+from web.api.job_filters import JobFilter
+from web.api.job_serializers import (
+    AwareDateTimeField,
+    JobDetailOutputSerializer,
+    JobInputSerializer,
+    JobOutputSerializer,
+    JobUpdateSerializer,
+    ScheduleField,
+    SchedulePreviewSerializer,
+    TimezoneField,
+)
+
+# What the request schema cannot say (OpenAPI 3.0 has no rules between fields); a body that breaks
+# one is a 400 naming the field.
+JOB_RULES = """Rules between fields, checked with the schema's:
+
+- `type` decides the timing field: `runAt` (ONCE, with an offset), `delaySec` (DELAYED) or
+  `schedule` (CRON); the other two are not allowed, and `timezone` is for CRON jobs only.
+- `payload` must fit the handler's declared shape (`sleep`: `seconds`; `fail`: `failTimes`,
+  `message`; `http`: `url` required, `method`, `headers`, `body`, `timeoutSec`; `noop`: any object).
+- `retryPolicy.maxDelayMs` must be at least `initialDelayMs`.
+- A token creates only in its own tenant; an update cannot change `type` or `tenant`, and is
+  checked against the stored job (a CRON job's new `timezone` against its schedule, and so on).
+"""
+
+
+def _job_or_404(request, job_id) -> Job:
+    job = job_get(scope=scope_of(user=request.user), job_id=job_id)
+    if job is None:
+        raise Http404("no such job")
+    return job
+
+
+def _tenant_for_create(request, slug: str | None) -> Tenant:
+    """A token creates in its own tenant; a session names one it may use."""
+    token_tenant = getattr(request.user, "tenant", None)
+    if token_tenant is not None:
+        if slug and slug != token_tenant.slug:
+            # Refused rather than ignored: a caller naming another tenant has a mistake to learn of.
+            raise serializers.ValidationError({"tenant": ["a token creates jobs only in its own tenant"]})
+        return token_tenant
+    tenant = tenant_for_create(scope=scope_of(user=request.user), slug=slug)
+    if tenant is not None:
+        return tenant
+    if slug:
+        raise serializers.ValidationError({"tenant": [f"unknown tenant '{slug}'"]})
+    raise serializers.ValidationError({"tenant": ["is required for a session that can see several tenants"]})
+
+
+class JobListCreateApi(generics.ListAPIView):
+    serializer_class = JobOutputSerializer
+    filterset_class = JobFilter
+
+    def get_queryset(self):
+        return job_list(scope=scope_of(user=self.request.user))
+
+    @extend_schema(
+        request=JobInputSerializer,
+        responses={201: JobOutputSerializer, 200: JobOutputSerializer},
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                {"type": "string", "maxLength": 255},
+                OpenApiParameter.HEADER,
+                description="The same key and body again answer the first job (200); another body, 409.",
+            )
+        ],
+        description=JOB_RULES,
+    )
+    def post(self, request):
+        key = request.headers.get("Idempotency-Key") or None
+        if key is not None and len(key) > 255:
+            raise serializers.ValidationError({"Idempotency-Key": ["must be at most 255 characters"]})
+        serializer = JobInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        tenant = _tenant_for_create(request, serializer.validated_data.get("tenant"))
+        result = job_create(
+            tenant=tenant,
+            fields=serializer.to_model_fields(),
+            now=db_now(),
+            idempotency_key=key,
+            fingerprint=request_fingerprint(request.data),
+        )
+        return Response(
+            JobOutputSerializer(result.job).data,
+            status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
+        )
+
+
+class JobDetailApi(APIView):
+    @extend_schema(responses=JobDetailOutputSerializer)
+    def get(self, request, job_id):
+        return Response(JobDetailOutputSerializer(_job_or_404(request, job_id)).data)
+
+    # PUT behaves as PATCH (see _update), so its schema marks every field optional too.
+    @extend_schema(request=JobUpdateSerializer(partial=True), responses=JobOutputSerializer, description=JOB_RULES)
+    def put(self, request, job_id):
+        return self._update(request, job_id)
+
+    @extend_schema(request=JobUpdateSerializer, responses=JobOutputSerializer, description=JOB_RULES)
+    def patch(self, request, job_id):
+        return self._update(request, job_id)
+
+    def _update(self, request, job_id):
+        job = _job_or_404(request, job_id)
+        # PUT replaces what it names; like PATCH it leaves unnamed fields as they are, since a
+        # job's identity (type, tenant) cannot change anyway.
+        serializer = JobUpdateSerializer(job, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        fields = serializer.to_model_fields()
+        fields.pop("type", None)
+        job = job_update(job=job, fields=fields, now=db_now())
+        return Response(JobOutputSerializer(job).data)
+
+    @extend_schema(responses={200: JobOutputSerializer})
+    def delete(self, request, job_id):
+        job = job_cancel(job=_job_or_404(request, job_id), now=db_now())
+        return Response(JobOutputSerializer(job).data)
+
+
+class JobPauseApi(APIView):
+    @extend_schema(request=None, responses=JobOutputSerializer)
+    def post(self, request, job_id):
+        job = job_pause(job=_job_or_404(request, job_id), now=db_now())
+        return Response(JobOutputSerializer(job).data)
+
+
+class JobResumeApi(APIView):
+    @extend_schema(request=None, responses=JobOutputSerializer)
+    def post(self, request, job_id):
+        job = job_resume(job=_job_or_404(request, job_id), now=db_now())
+        return Response(JobOutputSerializer(job).data)
+
+
+class JobTriggerApi(APIView):
+    @extend_schema(request=None, responses=ExecutionSerializer)
+    def post(self, request, job_id):
+        execution = job_trigger(job=_job_or_404(request, job_id), now=db_now())
+        return Response(ExecutionSerializer(execution).data)
+
+
+class JobExecutionsApi(generics.ListAPIView):
+    serializer_class = ExecutionSerializer
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no request, no job
+            return Execution.objects.none()
+        job = _job_or_404(self.request, self.kwargs["job_id"])
+        return execution_list(scope=scope_of(user=self.request.user)).filter(job=job)
+
+    def paginate_queryset(self, queryset):
+        self.paginator.ordering = "-scheduled_for"
+        return super().paginate_queryset(queryset)
+
+
+class PreviewQuerySerializer(serializers.Serializer):
+    schedule = ScheduleField(max_length=200, help_text="A cron expression, e.g. `30 2 * * *`.")
+    timezone = TimezoneField(required=False, default="UTC", help_text="An IANA timezone.")
+    count = serializers.IntegerField(min_value=1, max_value=100, required=False, default=5)
+    after = AwareDateTimeField(required=False, help_text="ISO 8601 with an offset; default now.")
+
+    def to_internal_value(self, data):
+        # `count=` is a parameter given empty, not one left out: DRF would take its default, and
+        # the schema (an integer) says it is refused.
+        blank = {name: ["This field may not be blank."] for name in self.fields if data.get(name, None) == ""}
+        if blank:
+            raise serializers.ValidationError(blank)
+        return super().to_internal_value(data)
+
+    def validate_schedule(self, value: str) -> str:
+        # Checked with the other fields, so a bad schedule and a bad timezone are both reported.
+        try:
+            cron.validate(value)
+        except cron.CronError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+        return value
+
+
+class SchedulePreviewApi(APIView):
+    """The next fire times of a cron schedule, in UTC and in its timezone."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(parameters=[PreviewQuerySerializer], responses=SchedulePreviewSerializer)
+    def get(self, request):
+        query = PreviewQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        params = query.validated_data
+        zone = cron.parse_timezone(params["timezone"])
+        try:
+            fires = cron.fires_after(
+                params["schedule"], params["timezone"], params.get("after") or timezone.now(), params["count"]
+            )
+        except (ValueError, OverflowError) as exc:  # CronError, or a date past year 9999
+            raise serializers.ValidationError({"schedule": [str(exc)]}) from exc
+        return Response(
+            {
+                "schedule": params["schedule"],
+                "timezone": params["timezone"],
+                "fireTimes": [
+                    {"utc": fire.strftime("%Y-%m-%dT%H:%M:%SZ"), "local": fire.astimezone(zone).isoformat()}
+                    for fire in fires
+                ],
+            }
+        )

@@ -1,0 +1,58 @@
+"""Django middleware of the web role: answers when the database is unavailable, and the
+Content-Security-Policy header."""
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+from django.http import HttpResponse, JsonResponse
+
+# The database cannot be reached, refuses more clients ("too many clients already"), or no pooled
+# connection came free in time (psycopg_pool's PoolTimeout, an OperationalError): a retry may
+# succeed, so these answer 503 with Retry-After, never 500.
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
+DATABASE_UNAVAILABLE_MESSAGE = "the database is unavailable or busy; try again shortly"
+
+
+class DatabaseUnavailableMiddleware:
+    """503 with Retry-After for a view (the admin's, the dashboard's) that found no database. The
+    API's views answer the same through DRF's exception handler (web/rest.py)."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if not isinstance(exception, DATABASE_UNAVAILABLE):
+            return None
+        if "text/html" in request.headers.get("Accept", ""):
+            response = HttpResponse(DATABASE_UNAVAILABLE_MESSAGE, status=503, content_type="text/plain")
+        else:
+            response = JsonResponse({"detail": DATABASE_UNAVAILABLE_MESSAGE}, status=503)
+        response["Retry-After"] = str(settings.TICKWORK_DB_RETRY_AFTER_SECONDS)
+        return response
+
+
+class ContentSecurityPolicyMiddleware:
+    """Sends settings.CONTENT_SECURITY_POLICY on every response that has none of its own."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if settings.CONTENT_SECURITY_POLICY:
+            response.headers.setdefault("Content-Security-Policy", settings.CONTENT_SECURITY_POLICY)
+        return response
+
+
+def login_locked_out(request, original_response=None, credentials=None):
+    """django-axes' answer to a login attempt while locked out: 429, saying when to come back."""
+    seconds = int(settings.AXES_COOLOFF_TIME.total_seconds())
+    response = HttpResponse(
+        f"Too many failed logins. Try again in {max(1, seconds // 60)} minutes.\n",
+        status=429,
+        content_type="text/plain",
+    )
+    response["Retry-After"] = str(seconds)
+    return response

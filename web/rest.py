@@ -1,0 +1,123 @@
+"""REST plumbing shared by every app: body limit, pagination, error shape."""
+
+from django.conf import settings
+from rest_framework import exceptions, renderers, status
+from rest_framework.pagination import CursorPagination
+from rest_framework.parsers import BaseParser
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.utils import json
+
+from web import json_input
+from web.middleware import DATABASE_UNAVAILABLE, DATABASE_UNAVAILABLE_MESSAGE
+
+
+class PayloadTooLarge(exceptions.ParseError):
+    status_code = status.HTTP_400_BAD_REQUEST
+
+
+# Room in a request body for a job's fields besides its payload (name, schedule, target, ...).
+BODY_ROOM_BYTES = 16 * 1024
+
+
+def request_body_limit() -> int:
+    """The largest request body the API reads: the payload limit plus room for the rest."""
+    return settings.TICKWORK_MAX_PAYLOAD_BYTES + BODY_ROOM_BYTES
+
+
+def _body_limit_message(size: str) -> str:
+    payload_limit = settings.TICKWORK_MAX_PAYLOAD_BYTES
+    return (
+        f"the request body is {size}; a request body may be at most {request_body_limit()} bytes "
+        f"(a payload of up to {payload_limit} bytes, TICKWORK_MAX_PAYLOAD_BYTES, plus {BODY_ROOM_BYTES} "
+        "for the other fields)"
+    )
+
+
+class LimitedJSONParser(BaseParser):
+    """JSON only, and no bigger than the payload limit plus room for the job's other fields,
+    refused before it is read.
+
+    Deliberately not a JSONParser subclass: DRF reads `request.body` for those before calling
+    `parse`, which trips Django's DATA_UPLOAD_MAX_MEMORY_SIZE on a big body (an HTML error,
+    not our JSON one) and buffers whatever the client sent. Here the stream is read only up
+    to the limit, so a body without a Content-Length cannot get past it either.
+    """
+
+    media_type = "application/json"
+    renderer_class = renderers.JSONRenderer
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        parser_context = parser_context or {}
+        request = parser_context.get("request")
+        limit = request_body_limit()
+        length = int(request.META.get("CONTENT_LENGTH") or 0) if request is not None else 0
+        if length > limit:
+            raise PayloadTooLarge({"payload": [_body_limit_message(f"{length} bytes")]})
+        raw = stream.read(limit + 1)
+        if len(raw) > limit:
+            raise PayloadTooLarge({"payload": [_body_limit_message(f"over {limit} bytes")]})
+        try:
+            text = raw.decode(parser_context.get("encoding") or settings.DEFAULT_CHARSET)
+            parse_constant = json.strict_constant if api_settings.STRICT_JSON else None
+            data = json_input.loads(text, parse_constant=parse_constant)
+        except json_input.JSONInputError as exc:
+            raise exceptions.ParseError({exc.field or "non_field_errors": [exc.message]}) from None
+        except ValueError as exc:  # includes UnicodeDecodeError
+            raise exceptions.ParseError(f"JSON parse error - {exc}") from None
+        if not isinstance(data, dict):
+            raise exceptions.ParseError({"non_field_errors": ["the request body must be a JSON object"]})
+        return data
+
+
+class Pagination(CursorPagination):
+    """Cursor pages: stable under inserts, and no COUNT(*) over millions of rows."""
+
+    page_size_query_param = "pageSize"
+    max_page_size = 500
+    ordering = "-created_at"
+
+    def get_page_size(self, request):
+        # Refused rather than quietly replaced by the default, as any other bad parameter is.
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return self.page_size
+        if not raw.isdigit() or not 1 <= int(raw) <= self.max_page_size:
+            raise exceptions.ValidationError(
+                {self.page_size_query_param: [f"must be a whole number from 1 to {self.max_page_size}"]}
+            )
+        return int(raw)
+
+    def get_schema_operation_parameters(self, view):
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"].update(minimum=1, maximum=self.max_page_size)
+        return parameters
+
+
+def exception_handler(exc, context):
+    # Imported here: DRF loads this module while the apps' API modules are being imported.
+    from rest_framework.views import exception_handler as drf_exception_handler
+
+    from executions.scheduling import IdempotencyConflict, QuotaExceeded
+    from executions.states import InvalidTransition
+    from jobs.states import InvalidJobTransition
+
+    if isinstance(exc, IdempotencyConflict):
+        return Response({"detail": str(exc), "field": "Idempotency-Key"}, status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, InvalidJobTransition | InvalidTransition):
+        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, QuotaExceeded):
+        return Response(
+            {"detail": str(exc)},
+            status=status.HTTP_429_TOO_MANY_REQUESTS,
+            headers={"Retry-After": str(exc.retry_after)},
+        )
+    if isinstance(exc, DATABASE_UNAVAILABLE):
+        return Response(
+            {"detail": DATABASE_UNAVAILABLE_MESSAGE},
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(settings.TICKWORK_DB_RETRY_AFTER_SECONDS)},
+        )
+    return drf_exception_handler(exc, context)

@@ -1,0 +1,166 @@
+"""The OpenAPI schema, made to say what the server does: the error statuses each operation
+answers, request objects that refuse unknown fields, the names a field accepts (handlers,
+pools, timezones), and links between operations for clients and stateful testers.
+
+tests_schema/ holds the server to it with schemathesis against a live web role.
+"""
+
+from drf_spectacular import openapi
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from rest_framework.mixins import ListModelMixin
+from rest_framework.permissions import AllowAny
+
+ERROR_REF = {"$ref": "#/components/schemas/Error"}
+
+# Why each error status is answered; every operation documents the ones it can give.
+ERRORS = {
+    "400": "The request is malformed or a field is invalid; the body names each field and why.",
+    "401": "No token, or an unknown or revoked one.",
+    "403": "The session may not do this (a session's unsafe request also needs its CSRF token).",
+    "404": "No such object in the caller's tenant (or an invalid page cursor).",
+    "409": "The object's state does not allow this now (or an Idempotency-Key reused with another body).",
+    "413": "The request body is larger than the API reads.",
+    "429": "The tenant is over a quota (active jobs, submissions per minute).",
+    "503": "The database is unavailable; retry later.",
+}
+
+# Operations that change a job's or an execution's state, and so can find it in the wrong one.
+_STATEFUL_POSTS = ("/pause", "/resume", "/trigger", "/cancel", "/retry")
+
+# A string that PostgreSQL can store (no NUL) and, after the whitespace trim DRF applies, is
+# not empty.
+_TEXT = "^[^\\x00]*$"
+_NON_BLANK_TEXT = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
+
+
+class AutoSchema(openapi.AutoSchema):
+    def _get_response_bodies(self, direction="response"):
+        responses = super()._get_response_bodies(direction)
+        for code in self._error_codes():
+            responses.setdefault(
+                code, {"description": ERRORS[code], "content": {"application/json": {"schema": ERROR_REF}}}
+            )
+        return responses
+
+    def _error_codes(self) -> list[str]:
+        codes = []
+        method, path = self.method.upper(), self.path
+        authenticated = not any(isinstance(permission, AllowAny) for permission in self.view.get_permissions())
+        listing = method == "GET" and isinstance(self.view, ListModelMixin)
+        body = method in ("POST", "PUT", "PATCH") and self.get_request_serializer() is not None
+        if listing or body or path == "/v1/schedule/preview":
+            codes.append("400")
+        if authenticated:
+            codes += ["401", "403"]
+        if "{" in path or listing:
+            codes.append("404")
+        if method in ("PUT", "PATCH", "DELETE") or (method == "POST" and path.endswith(_STATEFUL_POSTS)):
+            codes.append("409")
+        if body:
+            codes.append("413")
+        if method == "POST" and path == "/v1/jobs":
+            codes += ["409", "429"]
+        if authenticated:
+            codes.append("503")
+        return sorted(set(codes))
+
+    def _map_basic_serializer(self, serializer, direction):
+        from jobs.payloads import StrictSerializer
+
+        schema = super()._map_basic_serializer(serializer, direction)
+        if direction == "request" and isinstance(serializer, StrictSerializer):
+            schema["additionalProperties"] = False
+        return schema
+
+    def _map_serializer_field(self, field, direction, bypass_extensions=False):
+        from rest_framework import fields
+
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        plain_text = type(field) in (fields.CharField,) and not _constrained(schema)
+        if direction == "request" and plain_text and schema.get("type") == "string":
+            schema["pattern"] = _TEXT if field.allow_blank or not field.trim_whitespace else _NON_BLANK_TEXT
+        return schema
+
+
+class HandlerNameFieldExtension(OpenApiSerializerFieldExtension):
+    """Handlers register at startup, after this module is imported: the enum is read when the
+    schema is generated."""
+
+    target_class = "web.api.job_serializers.HandlerNameField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        from jobs import registry
+
+        return {"type": "string", "enum": registry.handler_names()}
+
+
+class PoolNameFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = "web.api.job_serializers.PoolNameField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        from jobs import registry
+
+        return {"type": "string", "enum": registry.pools()}
+
+
+class TimezoneFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = "web.api.job_serializers.TimezoneField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        from web.api.job_serializers import known_timezones
+
+        schema = {"type": "string", "description": "An IANA timezone name."}
+        if direction == "request":
+            schema["enum"] = sorted(known_timezones())
+        return schema
+
+
+def postprocess(result, generator, request, public):
+    """Add the Error component, say that query strings hold no NUL (PostgreSQL stores none, so
+    the filters refuse it), and link a created job to what can be done with it."""
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = {
+        "type": "object",
+        "description": (
+            "`detail` for an error about the whole request; otherwise each invalid field's name with "
+            "a list of messages (or, for an object field, its own fields' errors the same way)."
+        ),
+        "properties": {"detail": {"type": "string"}},
+        "additionalProperties": True,
+    }
+    paths = result.get("paths", {})
+    for operations in paths.values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                schema = parameter.get("schema", {})
+                if parameter["in"] == "query" and schema.get("type") == "string" and not _constrained(schema):
+                    schema["pattern"] = _TEXT
+    job_links = {
+        f"{method}{name}": {"operationId": operation_id, "parameters": {"job_id": "$response.body#/jobId"}}
+        for method, name, operation_id in _operations(paths, "/v1/jobs/{job_id}")
+    }
+    execution_links = {
+        f"{method}{name}": {"operationId": operation_id, "parameters": {"execution_id": "$response.body#/executionId"}}
+        for method, name, operation_id in _operations(paths, "/v1/executions/{execution_id}")
+    }
+    for path, method, codes, links in (
+        ("/v1/jobs", "post", ("200", "201"), job_links),
+        ("/v1/jobs/{job_id}/trigger", "post", ("200",), execution_links),
+        ("/v1/executions/{execution_id}/retry", "post", ("200",), execution_links),
+    ):
+        operation = paths.get(path, {}).get(method)
+        for code in codes:
+            if operation and code in operation["responses"]:
+                operation["responses"][code]["links"] = links
+    return result
+
+
+def _constrained(schema) -> bool:
+    return bool({"enum", "pattern", "format"} & set(schema))
+
+
+def _operations(paths, prefix):
+    for path, operations in paths.items():
+        if path.startswith(prefix):
+            tail = path[len(prefix) :].strip("/").title() or "Self"
+            for method, operation in operations.items():
+                yield method.title(), tail, operation["operationId"]
