@@ -70,51 +70,39 @@ def make_job():
 
 @pytest.fixture
 def drive():
-    """drive(execution, "DEAD") walks an execution along the state machine to a state and
-    returns it refreshed. Paths: PENDING → QUEUED → RUNNING → SUCCEEDED | FAILED → DEAD,
-    and PENDING → CANCELLED."""
+    """drive(execution, "DEAD") walks an execution along the state machine, through its named
+    transitions, to a state and returns it refreshed. Paths: PENDING → QUEUED → RUNNING →
+    SUCCEEDED | FAILED → DEAD, and PENDING → CANCELLED."""
     from datetime import timedelta
 
     from django.utils import timezone
 
+    from executions import transitions
     from executions.models import Execution
     from executions.states import ExecutionState as S
-    from executions.states import transition
-
-    def step(execution, source, target, **changes):
-        moved = transition(execution_id=execution.pk, source=source, target=target, now=timezone.now(), **changes)
-        assert moved, f"{execution.pk} did not move {source} → {target}"
 
     def go(execution, target: str) -> Execution:
         now = timezone.now()
+        pk = execution.pk
         if target == S.CANCELLED:
-            step(execution, S.PENDING, S.CANCELLED, finished_at=now)
-            return Execution.objects.get(pk=execution.pk)
-        step(
-            execution,
-            S.PENDING,
-            S.QUEUED,
-            queued_at=now,
-            republish_at=now + timedelta(seconds=30),
-        )
+            assert transitions.cancel(execution_id=pk, now=now, reason="cancelled"), f"{pk} was not cancelled"
+            return Execution.objects.get(pk=pk)
+        assert transitions.queue_many([pk], now=now, publish_grace=timedelta(seconds=30)), f"{pk} was not queued"
         if target == S.QUEUED:
-            return Execution.objects.get(pk=execution.pk)
-        step(
-            execution,
-            S.QUEUED,
-            S.RUNNING,
-            started_at=now,
-            lease_expires_at=now + timedelta(seconds=30),
-            worker_id="worker-1",
+            return Execution.objects.get(pk=pk)
+        token = Execution.objects.get(pk=pk).lease_token
+        started = transitions.start(
+            execution_id=pk, lease_token=token, now=now, worker_id="worker-1", lease=timedelta(seconds=30)
         )
+        assert started, f"{pk} did not start"
         if target == S.RUNNING:
             pass
         elif target == S.SUCCEEDED:
-            step(execution, S.RUNNING, S.SUCCEEDED, finished_at=now, result={"ok": True}, message="handler returned")
+            assert transitions.succeed(execution_id=pk, lease_token=token, now=now, result={"ok": True})
         elif target in (S.FAILED, S.DEAD):
-            step(execution, S.RUNNING, S.FAILED, error="boom", message="handler raised")
+            assert transitions.fail(execution_id=pk, lease_token=token, now=now, error="boom", traceback="")
             if target == S.DEAD:
-                step(execution, S.FAILED, S.DEAD, finished_at=now, message="attempts exhausted")
+                assert transitions.discard(execution_id=pk, source=S.FAILED, now=now, message="attempts exhausted")
         else:
             raise ValueError(f"drive() has no path to {target}")
         return Execution.objects.get(pk=execution.pk)

@@ -1,23 +1,55 @@
-"""One unit of dispatcher work: claim what is due, materialise the next cron fires, publish."""
+"""The dispatcher: claim what is due, materialise the next cron fires, publish; then sleep until
+the next due time or a wake-up.
+
+`run_once` is one unit of work in one transaction and returns counts; `serve` is the loop the
+`run_dispatcher` command runs. Any number of dispatchers may run: the claim takes disjoint
+batches (executions/store: SKIP LOCKED on PostgreSQL)."""
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Self
 
-from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.conf import settings as django_settings
+from django.db import IntegrityError, close_old_connections, transaction
 
+from background.loop import StopFlag, run_forever
 from background.publisher import Dispatch, Publisher
-from dispatcher.claim import claim_due
+from dispatcher.wakeup import DueClock
+from executions import transitions
+from executions.clock import db_now
 from executions.models import Execution, Origin
 from executions.services import execution_cancel
-from executions.states import ACTIVE, ExecutionState, Moved, record_events, transition
+from executions.states import ACTIVE, ExecutionState
+from executions.store import DueListener, Moved, store
 from jobs import cron
+from jobs import transitions as job_transitions
 from jobs.models import ConcurrencyPolicy, Job, MisfirePolicy
 
 logger = logging.getLogger(__name__)
 S = ExecutionState
+
+
+@dataclass(frozen=True)
+class DispatcherSettings:
+    batch: int  # executions claimed per transaction
+    publish_grace: timedelta  # a claimed run not started by then is published again
+    misfire_grace: timedelta  # a fire dispatched later than this counts as missed
+    poll: float  # the longest sleep, and how often the next due time is asked for
+    claim_spacing: float  # the least time between claims when woken by creates
+
+    @classmethod
+    def from_django(cls) -> Self:
+        s = django_settings
+        return cls(
+            batch=s.TICKWORK_DISPATCH_BATCH,
+            publish_grace=timedelta(seconds=s.TICKWORK_PUBLISH_GRACE_SECONDS),
+            misfire_grace=timedelta(seconds=s.TICKWORK_MISFIRE_GRACE_SECONDS),
+            poll=s.TICKWORK_POLL_SECONDS,
+            claim_spacing=s.TICKWORK_CLAIM_SPACING_SECONDS,
+        )
 
 
 @dataclass
@@ -28,24 +60,26 @@ class DispatchResult:
     materialised: int = 0
 
 
-def dispatch_once(*, now: datetime, publisher: Publisher, limit: int | None = None) -> DispatchResult:
+def run_once(
+    *, now: datetime, publisher: Publisher, limit: int | None = None, config: DispatcherSettings | None = None
+) -> DispatchResult:
     """Claim up to `limit` due executions and hand them to their pools after commit.
 
     In the same transaction, every claimed cron fire materialises the job's next fire (so a
     crash can lose neither), after applying the job's misfire and concurrency policies.
     """
-    limit = limit or settings.TICKWORK_DISPATCH_BATCH
+    config = config or DispatcherSettings.from_django()
+    limit = limit or config.batch
     result = DispatchResult()
     with transaction.atomic():
-        claimed, cron_job_ids = claim_due(
-            now=now, limit=limit, publish_grace=timedelta(seconds=settings.TICKWORK_PUBLISH_GRACE_SECONDS)
-        )
+        claimed, cron_job_ids = transitions.claim_many(now=now, limit=limit, publish_grace=config.publish_grace)
         result.claimed = len(claimed)
         scheduled = [m for m in claimed if m.origin == Origin.SCHEDULE]
         jobs = {job.pk: job for job in Job.objects.filter(pk__in=cron_job_ids)} if cron_job_ids else {}
-        skipped = _apply_policies([m for m in scheduled if m.job_id in jobs], jobs, now) if jobs else set()
+        fires = [m for m in scheduled if m.job_id in jobs]
+        skipped = _apply_policies(fires, jobs, now, config.misfire_grace) if jobs else set()
         result.skipped = len(skipped)
-        result.materialised = _materialise_next([m for m in scheduled if m.job_id in jobs], jobs, now)
+        result.materialised = _materialise_next(fires, jobs, now)
         dispatches = [
             Dispatch(execution_id=str(m.id), lease_token=m.lease_token, pool=m.pool, priority=m.priority)
             for m in claimed
@@ -57,15 +91,53 @@ def dispatch_once(*, now: datetime, publisher: Publisher, limit: int | None = No
     return result
 
 
-def _is_missed(fire: datetime, now: datetime) -> bool:
-    return fire < now - timedelta(seconds=settings.TICKWORK_MISFIRE_GRACE_SECONDS)
+def serve(*, stop: StopFlag, publisher: Publisher, config: DispatcherSettings | None = None) -> None:
+    """Dispatch until `stop`: claim, then sleep until the next due time, a wake-up (a
+    notification that work is due sooner) or the poll, whichever comes first."""
+    config = config or DispatcherSettings.from_django()
+    listener: DueListener = store().due_listener()
+    clock = DueClock(poll=config.poll)
+    last = {"at": 0.0, "full": False}
+
+    def step() -> float:
+        if not last["full"]:
+            # Woken by a create right after the last claim: let a few more come, so that a
+            # stream of creates is claimed a few at a time rather than with a claim each.
+            stop.event.wait(last["at"] + config.claim_spacing - time.monotonic())
+        close_old_connections()
+        last["at"], now = time.monotonic(), db_now()
+        result = run_once(now=now, publisher=publisher, config=config)
+        last["full"] = result.claimed >= config.batch
+        if result.claimed:
+            logger.info("dispatched %d (claimed %d, skipped %d)", result.published, result.claimed, result.skipped)
+        if last["full"]:
+            return 0  # more is due right now
+        clock.claimed(now)
+        if result.materialised:
+            clock.forget()
+        if clock.stale(db_now()):
+            clock.asked(store().next_due_at(after=now))
+        while not stop.stopping:
+            heard = listener.wait(clock.wait_seconds(db_now()), sleep=time.sleep)
+            if heard is None:
+                return 0  # the due time (or the poll) came
+            clock.heard(heard)
+            if heard <= db_now():
+                return 0
+        return 0
+
+    try:
+        run_forever(name="dispatcher", step=step, stop=stop)
+    finally:
+        listener.close()
 
 
-def _apply_policies(claimed: Sequence[Moved], jobs: dict, now: datetime) -> set:
+def _apply_policies(claimed: Sequence[Moved], jobs: dict, now: datetime, misfire_grace: timedelta) -> set:
     """Cancel the claimed fires that a policy says must not run; return their ids."""
     skipped: set = set()
     for m in claimed:
-        if jobs[m.job_id].misfire_policy == MisfirePolicy.SKIP and m.attempt == 1 and _is_missed(m.scheduled_for, now):
+        missed = m.scheduled_for < now - misfire_grace
+        if jobs[m.job_id].misfire_policy == MisfirePolicy.SKIP and m.attempt == 1 and missed:
             _skip(m, now, f"missed fire of {m.scheduled_for.isoformat()} skipped (misfirePolicy SKIP)")
             skipped.add(m.id)
     overlap = {job_id for job_id, job in jobs.items() if job.concurrency_policy != ConcurrencyPolicy.ALLOW}
@@ -91,16 +163,9 @@ def _apply_policies(claimed: Sequence[Moved], jobs: dict, now: datetime) -> set:
 
 
 def _skip(m: Moved, now: datetime, reason: str) -> None:
-    transition(
-        execution_id=m.id,
-        source=S.QUEUED,
-        target=S.CANCELLED,
-        now=now,
-        lease_token=m.lease_token,
-        message=reason,
-        finished_at=now,
-        republish_at=None,
-    )
+    if not transitions.skip(execution=m, now=now, reason=reason):
+        # Not possible while this transaction holds the claim's lock; said, should it ever happen.
+        logger.warning("fire %s was claimed but could not be skipped: it moved meanwhile", m.id)
 
 
 def _materialise_next(claimed: Sequence[Moved], jobs: dict, now: datetime) -> int:
@@ -116,18 +181,9 @@ def _materialise_next(claimed: Sequence[Moved], jobs: dict, now: datetime) -> in
             fire = cron.next_fire(job.schedule, job.timezone, now)
         try:
             with transaction.atomic():  # a savepoint: a fire that exists already is not an error
-                execution = Execution.objects.create(
-                    job=job,
-                    tenant_id=job.tenant_id,
-                    pool=job.pool,
-                    priority=job.priority,
-                    origin=Origin.SCHEDULE,
-                    scheduled_for=fire,
-                    available_at=fire,
-                )
-                record_events([(execution.id, 1, "")], source="", target=S.PENDING, now=now, message="scheduled")
+                transitions.create(job=job, scheduled_for=fire, now=now, wake=False)
             created += 1
         except IntegrityError:
             logger.info("fire %s of job %s exists already", fire.isoformat(), job.pk)
-        Job.objects.filter(pk=job.pk).update(next_fire_at=fire, updated_at=now)
+        job_transitions.job_advance(job_id=job.pk, next_fire_at=fire, now=now)
     return created

@@ -26,8 +26,9 @@ import os
 import time
 from datetime import UTC, datetime, timedelta
 
-from django.db import connection
 from django.utils import timezone
+
+from executions.store import store
 
 # How long a measurement is trusted before it is taken again. One statement per process this
 # often is nothing; it bounds the drift between the monotonic and the database's clock.
@@ -46,7 +47,7 @@ _skew_reported_by: int | None = None  # the pid that said so: once per process
 def db_now() -> datetime:
     """The database's current time (aware, UTC). Measures the clock, one statement, when the
     last measurement is older than REFRESH_SECONDS; otherwise reads no database."""
-    if connection.vendor != "postgresql":
+    if not store().remote_clock:
         return timezone.now()
     anchor = _anchor
     now = time.monotonic()
@@ -59,12 +60,10 @@ def db_now() -> datetime:
 def measure() -> tuple[float, datetime]:
     """Ask the database for its time now and anchor the process's reading of it."""
     global _anchor
-    with connection.cursor() as cursor:
-        before = time.monotonic()
-        cursor.execute("SELECT clock_timestamp()")
-        after = time.monotonic()
-        (db_time,) = cursor.fetchone()
-    _anchor = ((before + after) / 2, db_time.astimezone(UTC))
+    before = time.monotonic()
+    db_time = store().measure_clock()
+    after = time.monotonic()
+    _anchor = ((before + after) / 2, db_time)
     _report_skew((db_time - datetime.now(UTC)).total_seconds())  # within a round trip: plenty here
     return _anchor
 

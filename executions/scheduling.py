@@ -1,4 +1,6 @@
-"""Writes on jobs. Each function is one transaction and states what it guarantees."""
+"""Writes on a job and its executions together: create a job with its first run, change its timing
+(which re-times its pending run), cancel it with its unstarted runs, trigger a run now, pause and
+resume it. Each function is one transaction and states what it guarantees."""
 
 import hashlib
 import json
@@ -8,13 +10,16 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from dispatcher import wakeup
+from executions import transitions
 from executions.models import Execution, Origin
-from executions.states import ExecutionState, record_events
+from executions.services import execution_cancel
+from executions.states import ExecutionState
+from executions.store import store
 from jobs import cron
+from jobs import transitions as job_transitions
 from jobs.models import Job, JobType
 from jobs.states import TERMINAL as JOB_TERMINAL
-from jobs.states import InvalidJobTransition, JobState, job_transition
+from jobs.states import InvalidJobTransition, JobState
 from tenants.models import Tenant
 from tenants.services import submit_rate_check
 
@@ -42,24 +47,7 @@ def first_fire(*, job: Job, now: datetime) -> datetime | None:
 
 def execution_create(*, job: Job, scheduled_for: datetime, now: datetime, origin: str = Origin.SCHEDULE) -> Execution:
     """A PENDING execution of `job` due at `scheduled_for`, with its first event."""
-    execution = Execution.objects.create(
-        job=job,
-        tenant_id=job.tenant_id,
-        pool=job.pool,
-        priority=job.priority,
-        origin=origin,
-        scheduled_for=scheduled_for,
-        available_at=scheduled_for,
-    )
-    record_events(
-        [(execution.id, 1, "")],
-        source="",
-        target=ExecutionState.PENDING,
-        now=now,
-        message="triggered" if origin == Origin.TRIGGER else "scheduled",
-    )
-    wakeup.notify(scheduled_for)
-    return execution
+    return transitions.create(job=job, scheduled_for=scheduled_for, now=now, origin=origin)
 
 
 @dataclass
@@ -146,7 +134,7 @@ def job_update(*, job: Job, fields: dict[str, Any], now: datetime) -> Job:
             scheduled_for=fire, available_at=fire, updated_at=now
         )
         if moved:
-            wakeup.notify(fire)
+            store().notify_due(fire)
     job.save()
     if {"pool", "priority"} & fields.keys():
         pending.update(pool=job.pool, priority=job.priority, updated_at=now)
@@ -155,16 +143,17 @@ def job_update(*, job: Job, fields: dict[str, Any], now: datetime) -> Job:
 
 def job_pause(*, job: Job, now: datetime) -> Job:
     """No execution of a paused job is claimed; the pending one waits for `resume`."""
-    if not job_transition(job_id=job.pk, target=JobState.PAUSED, now=now):
+    if not job_transitions.job_pause(job_id=job.pk, now=now):
         raise InvalidJobTransition(job.pk, _state_of(job), JobState.PAUSED)
     return Job.objects.get(pk=job.pk)
 
 
+@transaction.atomic
 def job_resume(*, job: Job, now: datetime) -> Job:
     """A resumed cron job whose pending fire is long past runs it per its misfire policy."""
-    if _state_of(job) != JobState.PAUSED or not job_transition(job_id=job.pk, target=JobState.ACTIVE, now=now):
+    if not job_transitions.job_resume(job_id=job.pk, now=now):
         raise InvalidJobTransition(job.pk, _state_of(job), JobState.ACTIVE)
-    wakeup.notify(now)
+    store().notify_due(now)
     return Job.objects.get(pk=job.pk)
 
 
@@ -172,9 +161,7 @@ def job_resume(*, job: Job, now: datetime) -> Job:
 def job_cancel(*, job: Job, now: datetime) -> Job:
     """No future fires: the job is CANCELLED, and so is every execution of it not yet started
     (pending or queued). Runs already started finish (cancel them one by one to stop them)."""
-    from executions.services import execution_cancel
-
-    if not job_transition(job_id=job.pk, target=JobState.CANCELLED, now=now, next_fire_at=None):
+    if not job_transitions.job_cancel(job_id=job.pk, now=now):
         raise InvalidJobTransition(job.pk, _state_of(job), JobState.CANCELLED)
     for execution in Execution.objects.filter(job_id=job.pk, state__in=[ExecutionState.PENDING, ExecutionState.QUEUED]):
         execution_cancel(execution=execution, now=now, reason="job cancelled")
@@ -186,50 +173,13 @@ def job_trigger(*, job: Job, now: datetime) -> Execution:
     """Run now, outside the schedule: a new execution due immediately."""
     job = Job.objects.select_for_update().get(pk=job.pk)
     if job.state == JobState.COMPLETED:
-        job_transition(job_id=job.pk, target=JobState.ACTIVE, now=now)
+        if not job_transitions.job_reopen(job_id=job.pk, now=now):
+            raise InvalidJobTransition(job.pk, _state_of(job), JobState.ACTIVE)
     elif job.state == JobState.PAUSED:
         raise InvalidJobTransition(job.pk, job.state, "triggered", "the job is paused; resume it first")
     elif job.state != JobState.ACTIVE:
         raise InvalidJobTransition(job.pk, job.state, "triggered", f"the job is {job.state.lower()}; it runs no more")
     return execution_create(job=job, scheduled_for=now, now=now, origin=Origin.TRIGGER)
-
-
-# The execution states from which a run can still happen.
-_OPEN_STATES = [s for s in ExecutionState.values if s not in ("SUCCEEDED", "CANCELLED", "DEAD")]
-
-
-def jobs_settle(*, job_ids: list, now: datetime) -> None:
-    """A one-off job is COMPLETED once none of its executions can run any more."""
-    (
-        Job.objects.filter(pk__in=job_ids, state=JobState.ACTIVE)
-        .exclude(type=JobType.CRON)
-        .exclude(executions__state__in=_OPEN_STATES)
-        .update(state=JobState.COMPLETED, next_fire_at=None, updated_at=now)
-    )
-
-
-def jobs_settle_sql(*, moved: str, now: datetime) -> tuple[str, list]:
-    """`jobs_settle` as a step of a data-modifying CTE (PostgreSQL) in which the executions in
-    `moved` (columns id, job_id) have just reached a terminal state. Every step of such a
-    statement reads the rows as they were before it, so this one leaves those executions out
-    rather than seeing them still open. Lets a worker record outcomes in one statement."""
-    return (
-        "UPDATE jobs_job SET state = %s, next_fire_at = NULL, updated_at = %s"
-        f" FROM {moved} WHERE jobs_job.id = {moved}.job_id AND jobs_job.state = %s AND jobs_job.type <> %s"
-        " AND NOT EXISTS (SELECT 1 FROM executions_execution other WHERE other.job_id = jobs_job.id"
-        f" AND other.id NOT IN (SELECT id FROM {moved}) AND other.state NOT IN ({_FINISHED_STATES_SQL}))",
-        [JobState.COMPLETED.value, now, JobState.ACTIVE.value, JobType.CRON.value],
-    )
-
-
-# "Not finished" rather than "in an open state": a condition the state index cannot serve, so
-# the probe walks the job's few executions instead of a bitmap of every pending one (3.5 ms per
-# outcome at 40,000 pending, seen in EXPLAIN ANALYZE). Literals: the states are our own constants.
-_FINISHED_STATES_SQL = ", ".join(f"'{s}'" for s in ExecutionState.values if s not in _OPEN_STATES)
-
-
-def job_advance(*, job_id, next_fire_at: datetime | None, now: datetime) -> None:
-    Job.objects.filter(pk=job_id).update(next_fire_at=next_fire_at, updated_at=now)
 
 
 def _state_of(job: Job) -> str:

@@ -1,24 +1,47 @@
-"""One unit of sweeper work: take back what crashed, stalled or overstayed, and prune history.
+"""The sweeper: take back what crashed, stalled or overstayed, and prune history.
 
-Each step is one set-based, batch-limited statement (SKIP LOCKED, so any number of sweepers can
-run), and returns how many rows it moved.
+`run_once` is one unit of work and returns counts; each of its steps is one named, set-based,
+batch-limited transition (SKIP LOCKED on PostgreSQL, so any number of sweepers can run). `serve`
+is the loop the `run_sweeper` command runs.
 """
 
 import logging
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
+from typing import Self
 
-from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import F
+from django.conf import settings as django_settings
+from django.db import close_old_connections, transaction
 
+from background.loop import StopFlag, run_forever
 from background.publisher import Dispatch, Publisher
-from executions.models import Execution
+from executions import transitions
+from executions.clock import db_now
 from executions.services import execution_settle_failure
-from executions.states import TERMINAL, ExecutionState, record_events, transition_set
+from executions.states import ExecutionState
 
 logger = logging.getLogger(__name__)
 S = ExecutionState
+
+
+@dataclass(frozen=True)
+class SweeperSettings:
+    batch: int  # rows per step and unit of work
+    interval: float  # seconds between units of work when one was not full
+    cancel_grace: timedelta  # what a worker has to stop a run itself
+    publish_grace: float  # seconds a queued run may wait before it is published again (doubling)
+    retention: timedelta  # how long finished executions are kept
+
+    @classmethod
+    def from_django(cls) -> Self:
+        s = django_settings
+        return cls(
+            batch=500,
+            interval=s.TICKWORK_SWEEP_SECONDS,
+            cancel_grace=timedelta(seconds=s.TICKWORK_CANCEL_GRACE_SECONDS),
+            publish_grace=s.TICKWORK_PUBLISH_GRACE_SECONDS,
+            retention=timedelta(days=s.TICKWORK_RETENTION_DAYS),
+        )
 
 
 @dataclass
@@ -33,128 +56,67 @@ class SweepResult:
         return sum(getattr(self, f.name) for f in fields(self))
 
 
-def _locked(condition: str, state: ExecutionState) -> str:
-    lock = " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
-    return f"id IN (SELECT id FROM executions_execution WHERE state = '{state.value}' AND {condition} LIMIT %s{lock})"
-
-
-def _fail_running(
-    *, target: ExecutionState, condition: str, params: list, now: datetime, message: str, limit: int
-) -> int:
-    with transaction.atomic():
-        moved = transition_set(
-            source=S.RUNNING,
-            target=target,
-            now=now,
-            where=_locked(condition, S.RUNNING),
-            params=[*params, limit],
-            assignments="finished_at = %s, error = %s",
-            assignment_params=[now, message],
-            message=message,
-        )
-        for m in moved:
-            execution_settle_failure(execution_id=m.id, failed_state=target, now=now)
-    return len(moved)
-
-
 def reclaim_lost(*, now: datetime, limit: int) -> int:
-    """RUNNING whose lease expired without a heartbeat → FAILED_WORKER_LOST → retry policy.
-    A run with a cancel request is left to `force_cancel`: a cancelled run is never retried."""
-    return _fail_running(
-        target=S.FAILED_WORKER_LOST,
-        condition="lease_expires_at < %s AND cancel_requested_at IS NULL",
-        params=[now],
-        now=now,
-        message="worker lost: lease expired without a heartbeat",
-        limit=limit,
-    )
-
-
-def time_out(*, now: datetime, limit: int) -> int:
-    """RUNNING past its timeout plus the grace the worker had to stop it itself → TIMED_OUT
-    (and the retry policy). A run with a cancel request is left to `force_cancel`."""
-    grace = timedelta(seconds=settings.TICKWORK_CANCEL_GRACE_SECONDS)
-    return _fail_running(
-        target=S.TIMED_OUT,
-        condition="timeout_at < %s AND cancel_requested_at IS NULL",
-        params=[now - grace],
-        now=now,
-        message="timed out (enforced by the sweeper)",
-        limit=limit,
-    )
-
-
-def force_cancel(*, now: datetime, limit: int) -> int:
-    """RUNNING with a cancel request that its worker did not act on: older than two graces, or
-    whose lease expired (the worker is gone). CANCELLED, not FAILED_WORKER_LOST or TIMED_OUT:
-    what was asked to stop must not be retried."""
-    grace = timedelta(seconds=2 * settings.TICKWORK_CANCEL_GRACE_SECONDS)
+    """RUNNING whose lease expired without a heartbeat → FAILED_WORKER_LOST → retry policy."""
     with transaction.atomic():
-        moved = transition_set(
-            source=S.RUNNING,
-            target=S.CANCELLED,
-            now=now,
-            where=_locked(
-                "cancel_requested_at IS NOT NULL AND (cancel_requested_at < %s OR lease_expires_at < %s)", S.RUNNING
-            ),
-            params=[now - grace, now, limit],
-            assignments="finished_at = %s",
-            assignment_params=[now],
-            message="cancelled (enforced by the sweeper: the worker did not stop it in time, or was lost)",
-        )
+        moved = transitions.rescue_many(now=now, limit=limit)
+        for m in moved:
+            execution_settle_failure(execution_id=m.id, failed_state=S.FAILED_WORKER_LOST, now=now)
     return len(moved)
 
 
-def republish(*, now: datetime, limit: int, publisher: Publisher) -> int:
-    """QUEUED and not started by `republish_at` → publish again. The next grace doubles, so a pool
-    that is merely backlogged is not flooded with copies (duplicates are dropped by the lease)."""
-    grace = settings.TICKWORK_PUBLISH_GRACE_SECONDS
+def time_out(*, now: datetime, limit: int, cancel_grace: timedelta) -> int:
+    """RUNNING past its timeout plus the grace the worker had to stop it itself → TIMED_OUT
+    (and the retry policy)."""
     with transaction.atomic():
-        stalled = list(
-            Execution.objects.select_for_update(skip_locked=True)
-            .filter(state=S.QUEUED, republish_at__lt=now)
-            .only("id", "lease_token", "pool", "priority", "attempt", "publish_count")[:limit]
-        )
-        for execution in stalled:
-            backoff = grace * 2 ** min(execution.publish_count, 10)
-            Execution.objects.filter(pk=execution.pk, state=S.QUEUED, lease_token=execution.lease_token).update(
-                republish_at=now + timedelta(seconds=backoff), publish_count=F("publish_count") + 1, updated_at=now
-            )
+        moved = transitions.time_out_many(now=now, before=now - cancel_grace, limit=limit)
+        for m in moved:
+            execution_settle_failure(execution_id=m.id, failed_state=S.TIMED_OUT, now=now)
+    return len(moved)
+
+
+def force_cancel(*, now: datetime, limit: int, cancel_grace: timedelta) -> int:
+    """RUNNING with a cancel request that its worker did not act on within two graces, or whose
+    worker is gone → CANCELLED."""
+    with transaction.atomic():
+        return len(transitions.force_cancel_many(now=now, requested_before=now - 2 * cancel_grace, limit=limit))
+
+
+def republish(*, now: datetime, limit: int, publisher: Publisher, publish_grace: float) -> int:
+    """QUEUED and not started in time → published again, after commit."""
+    with transaction.atomic():
+        stalled = transitions.republish_many(now=now, grace_seconds=publish_grace, limit=limit)
         if stalled:
-            record_events(
-                [(e.pk, e.attempt, "") for e in stalled],
-                source=S.QUEUED,
-                target=S.QUEUED,
-                now=now,
-                message="not started within the publish grace; published again",
-            )
             dispatches = [
-                Dispatch(execution_id=str(e.pk), lease_token=e.lease_token, pool=e.pool, priority=e.priority)
+                Dispatch(execution_id=str(e.id), lease_token=e.lease_token, pool=e.pool, priority=e.priority)
                 for e in stalled
             ]
             transaction.on_commit(lambda: publisher.publish(dispatches))
     return len(stalled)
 
 
-def prune(*, now: datetime, limit: int) -> int:
-    """Delete finished executions (and their events) older than the retention period."""
-    cutoff = now - timedelta(days=settings.TICKWORK_RETENTION_DAYS)
-    ids = list(
-        Execution.objects.filter(state__in=TERMINAL, finished_at__lt=cutoff).values_list("pk", flat=True)[:limit]
-    )
-    if ids:
-        Execution.objects.filter(pk__in=ids).delete()
-    return len(ids)
-
-
-def sweep_once(*, now: datetime, publisher: Publisher, limit: int = 500) -> SweepResult:
+def run_once(*, now: datetime, publisher: Publisher, config: SweeperSettings | None = None) -> SweepResult:
+    config = config or SweeperSettings.from_django()
+    limit = config.batch
     result = SweepResult(
         lost=reclaim_lost(now=now, limit=limit),
-        timed_out=time_out(now=now, limit=limit),
-        force_cancelled=force_cancel(now=now, limit=limit),
-        republished=republish(now=now, limit=limit, publisher=publisher),
-        pruned=prune(now=now, limit=limit),
+        timed_out=time_out(now=now, limit=limit, cancel_grace=config.cancel_grace),
+        force_cancelled=force_cancel(now=now, limit=limit, cancel_grace=config.cancel_grace),
+        republished=republish(now=now, limit=limit, publisher=publisher, publish_grace=config.publish_grace),
+        pruned=transitions.prune_many(before=now - config.retention, limit=limit),
     )
     if result.total():
         logger.info("sweep: %s", result)
     return result
+
+
+def serve(*, stop: StopFlag, publisher: Publisher, config: SweeperSettings | None = None) -> None:
+    """Sweep until `stop`: at once again after a full unit of work, else every `interval`."""
+    config = config or SweeperSettings.from_django()
+
+    def step() -> float:
+        close_old_connections()
+        result = run_once(now=db_now(), publisher=publisher, config=config)
+        return 0 if result.total() >= config.batch else config.interval
+
+    run_forever(name="sweeper", step=step, stop=stop)

@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from django.db import close_old_connections, connection
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 # Imported by test workers (`celery worker --include`), so handlers that exist only for tests
 # are registered in the workers without a hook in production code.
 TEST_HANDLERS = "testing.handlers_for_tests"

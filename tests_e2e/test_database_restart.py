@@ -13,8 +13,8 @@ from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, connection
 from django.utils import timezone
 
 from background.loop import run_forever
-from dispatcher.wakeup import Listener
 from executions.models import Execution
+from executions.store import store
 from testing.harness import events, execution_in, wait_for
 
 
@@ -73,7 +73,7 @@ def test_defect10_a_listener_made_while_the_database_is_down_does_not_raise_and_
     monkeypatch.setattr(connections[DEFAULT_DB_ALIAS], "get_connection_params", lambda: params)
     slept = []
 
-    listener = Listener()
+    listener = store().due_listener()
     try:
         for _ in range(3):
             assert listener.wait(0.25, sleep=slept.append) is None

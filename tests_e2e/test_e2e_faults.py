@@ -5,7 +5,7 @@ import signal
 import pytest
 from django.utils import timezone
 
-from dispatcher.dispatcher import dispatch_once
+from dispatcher import dispatcher
 from executions.models import Execution
 from testing.fixtures import LEASE_SECONDS
 from testing.harness import events, execution_in, history, wait_for
@@ -130,7 +130,7 @@ def test_claim_committed_but_never_published_runs_exactly_once(live, tenant, mak
             self.calls += 1  # the process "died" here: nothing reaches the broker
 
     lost = LostPublish()
-    result = dispatch_once(now=timezone.now(), publisher=lost)
+    result = dispatcher.run_once(now=timezone.now(), publisher=lost)
     assert result.claimed == 1 and lost.calls == 1
     assert Execution.objects.get(pk=execution.pk).state == "QUEUED"
 

@@ -9,7 +9,7 @@ from django.db import connection
 from django.utils import timezone
 
 from background.publisher import Dispatch, InMemoryPublisher
-from dispatcher.dispatcher import dispatch_once
+from dispatcher import dispatcher
 from executions.models import Execution, ExecutionEvent
 from jobs.models import Job
 from testing.harness import execution_in, history, wait_for
@@ -94,7 +94,7 @@ def test_duplicate_and_stale_deliveries_never_start_a_second_run(live, tenant, m
     job = make_job(tenant, run_at=timezone.now(), handler="sleep", payload={"seconds": 0.5})
     execution = Execution.objects.get(job=job)
     claimed = InMemoryPublisher()
-    dispatch_once(now=timezone.now(), publisher=claimed)
+    dispatcher.run_once(now=timezone.now(), publisher=claimed)
     (message,) = claimed.sent
     assert message.lease_token == 1
 

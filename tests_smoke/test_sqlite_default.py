@@ -66,7 +66,7 @@ import django
 django.setup()
 from django.core.management import call_command
 from django.utils import timezone
-from dispatcher.dispatcher import dispatch_once
+from dispatcher import dispatcher
 from background.publisher import InMemoryPublisher
 from executions.models import Execution
 from jobs.models import Job
@@ -78,7 +78,7 @@ now = timezone.now()
 fields = {"name": "every minute", "type": "CRON", "schedule": "* * * * *", "pool": "default", "handler": "noop"}
 job = job_create(tenant=Tenant.objects.get(slug="acme"), fields=fields, now=now - timedelta(minutes=2)).job
 publisher = InMemoryPublisher()
-result = dispatch_once(now=now, publisher=publisher)
+result = dispatcher.run_once(now=now, publisher=publisher)
 fires = list(Execution.objects.filter(job=job).order_by("scheduled_for").values_list("scheduled_for", "state"))
 print(json.dumps({
     "claimed": result.claimed,

@@ -14,7 +14,6 @@ import socket
 import threading
 import time
 import traceback as tb
-import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,10 +22,12 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection, transaction
 
 from background.process_thread import ProcessThread
+from executions import transitions
 from executions.clock import db_now
 from executions.models import Execution
-from executions.services import execution_release, execution_settle_failure
-from executions.states import ExecutionState, Started, Success, fetch, record_successes, start_run, transition
+from executions.services import execution_settle_failure
+from executions.states import ExecutionState
+from executions.store import Started, Success, store
 from jobs import registry
 from worker.context import ExecutionStopped, HandlerContext
 
@@ -63,10 +64,9 @@ class CheckpointStore:
         self.lease_token = lease_token
 
     def save(self, data: Any) -> None:
-        updated = Execution.objects.filter(pk=self.execution_id, state=S.RUNNING, lease_token=self.lease_token).update(
-            checkpoint=data, updated_at=db_now()
-        )
-        if not updated:
+        if not transitions.save_checkpoint(
+            execution_id=self.execution_id, lease_token=self.lease_token, data=data, now=db_now()
+        ):
             raise ExecutionStopped("lease lost; checkpoint not saved")
 
     def load(self) -> Any:
@@ -84,12 +84,6 @@ class _Beat:
         self.due = time.monotonic() + lease / 3
         self.stopping = False
         self.outcome: ExecutionState | None = None  # what to record if the handler stops
-
-    @functools.cached_property
-    def db_id(self) -> Any:
-        """The id as the heartbeat's raw SQL takes it (SQLite stores UUIDs as 32 hex digits).
-        Worked out at the first beat: most runs end before lease/3 and never beat."""
-        return Execution._meta.pk.get_db_prep_value(uuid.UUID(self.ctx.execution_id), connection)
 
 
 class Heartbeats(ProcessThread):
@@ -174,22 +168,19 @@ class Heartbeats(ProcessThread):
 
     def _beat(self, beat: _Beat) -> None:
         now = db_now()
-        rows = fetch(
-            "UPDATE executions_execution SET lease_expires_at = %s, heartbeat_at = %s"
-            " WHERE id = %s AND state = 'RUNNING' AND lease_token = %s"
-            " RETURNING cancel_requested_at, timeout_at",
-            [now + timedelta(seconds=beat.lease), now, beat.db_id, beat.lease_token],
-            # Aware, as the ORM reads them: SQLite gives them naive, which `now` cannot be compared with.
-            read_as=[Execution._meta.get_field("cancel_requested_at"), Execution._meta.get_field("timeout_at")],
+        row = transitions.heartbeat(
+            execution_id=beat.ctx.execution_id,
+            lease_token=beat.lease_token,
+            now=now,
+            lease=timedelta(seconds=beat.lease),
         )
-        row = rows[0] if rows else None
         if beat not in self.runs:  # the run ended meanwhile; its outcome is recorded
             return
         if row is None:
             self._request_stop(beat, None, "lease lost: the execution was reclaimed or finished elsewhere")
-        elif row[0] is not None:
+        elif row.cancel_requested_at is not None:
             self._request_stop(beat, S.CANCELLED, "cancelled")
-        elif row[1] is not None and now >= row[1]:
+        elif row.timeout_at is not None and now >= row.timeout_at:
             self._request_stop(beat, S.TIMED_OUT, "timed out")
 
     def _request_stop(self, beat: _Beat, outcome: ExecutionState | None, reason: str) -> None:
@@ -220,7 +211,7 @@ class OutcomeRecorder(ProcessThread):
     slot takes its next message while the outcome commits. Measured on the benchmark: the
     outcome's round trip and commit were a third of a noop run's time in a worker slot. The
     successes that gather while it waits (LINGER_SECONDS) or while a batch commits are recorded
-    together, in one statement and one commit (`record_successes`).
+    together, in one statement and one commit (`transitions.succeed_many`).
 
     Nothing is given up by it: an outcome not recorded (the process died first, the database
     failed) leaves the run RUNNING under its lease, which expires and is retried by the policy,
@@ -309,15 +300,7 @@ def flush_outcomes(timeout: float) -> bool:
 def _record_stop(ctx: HandlerContext, lease_token: int, outcome: ExecutionState | None) -> None:
     now = db_now()
     if outcome == S.CANCELLED:
-        transition(
-            execution_id=ctx.execution_id,
-            source=S.RUNNING,
-            target=S.CANCELLED,
-            now=now,
-            lease_token=lease_token,
-            message=ctx.reason,
-            finished_at=now,
-        )
+        transitions.cancel_running(execution_id=ctx.execution_id, lease_token=lease_token, now=now, reason=ctx.reason)
     elif outcome == S.TIMED_OUT:
         _record_failure(ctx, lease_token, S.TIMED_OUT, error=ctx.reason, trace="")
     elif outcome == S.PENDING:
@@ -325,24 +308,21 @@ def _record_stop(ctx: HandlerContext, lease_token: int, outcome: ExecutionState 
             ctx.reason = "cancelled (while its worker was shutting down)"
             _record_stop(ctx, lease_token, S.CANCELLED)
         else:
-            execution_release(execution_id=ctx.execution_id, lease_token=lease_token, now=now, reason=ctx.reason)
+            transitions.release(execution_id=ctx.execution_id, lease_token=lease_token, now=now, reason=ctx.reason)
     # outcome None: the lease is someone else's now; there is nothing of ours to record.
+    # A move that finds the lease gone records nothing either: the run is someone else's.
 
 
 def _record_failure(ctx: HandlerContext, lease_token: int, state: ExecutionState, *, error: str, trace: str) -> None:
     now = db_now()
     with transaction.atomic():
-        if transition(
-            execution_id=ctx.execution_id,
-            source=S.RUNNING,
-            target=state,
-            now=now,
-            lease_token=lease_token,
-            message=error[:500],
-            finished_at=now,
-            error=error,
-            traceback=trace,
-        ):
+        if state == S.TIMED_OUT:
+            failed = transitions.time_out(execution_id=ctx.execution_id, lease_token=lease_token, now=now, error=error)
+        else:
+            failed = transitions.fail(
+                execution_id=ctx.execution_id, lease_token=lease_token, now=now, error=error, traceback=trace
+            )
+        if failed:
             execution_settle_failure(execution_id=ctx.execution_id, failed_state=state, now=now)
 
 
@@ -381,8 +361,7 @@ def run(*, execution_id: str, lease_token: int, defer_success: bool = False) -> 
     try:
         if spec is None:
             raise LookupError(f"handler '{row.handler}' is not registered in this worker")
-        # On SQLite (development) one writer at a time: a second writing thread would only contend.
-        defer = defer_success and not spec.atomic and connection.vendor == "postgresql"
+        defer = defer_success and not spec.atomic and store().batches_outcomes
         return _run_handler(ctx, spec, lease_token, defer=defer)
     except ExecutionStopped:
         heartbeats.remove(beat)
@@ -408,7 +387,7 @@ def run(*, execution_id: str, lease_token: int, defer_success: bool = False) -> 
 
 
 def _start(execution_id: str, lease_token: int, *, lease: float) -> Started | None:
-    """QUEUED → RUNNING under `lease_token` (`start_run`), once more on a new connection if the
+    """QUEUED → RUNNING under `lease_token` (`transitions.start`), once more on a new connection if the
     database connection turned out to be dead. After a PostgreSQL restart each worker process
     finds out on its next delivery; without the second try that delivery was lost and its run
     waited for the publish grace. The second try is safe: the start is conditional on the state
@@ -417,7 +396,7 @@ def _start(execution_id: str, lease_token: int, *, lease: float) -> Started | No
     sweeper retries it, as after a worker crash at that point)."""
 
     def start() -> Started | None:
-        return start_run(
+        return transitions.start(
             execution_id=execution_id,
             lease_token=lease_token,
             now=db_now(),
@@ -462,16 +441,7 @@ def _run_handler(ctx: HandlerContext, spec: registry.HandlerSpec, lease_token: i
 
 
 def _record_success(execution_id: str, lease_token: int, result: Any, now: datetime) -> bool:
-    recorded = transition(
-        execution_id=execution_id,
-        source=S.RUNNING,
-        target=S.SUCCEEDED,
-        now=now,
-        lease_token=lease_token,
-        message="succeeded",
-        finished_at=now,
-        result=result,
-    )
+    recorded = transitions.succeed(execution_id=execution_id, lease_token=lease_token, now=now, result=result)
     if not recorded:
         logger.warning("execution %s finished after its lease moved on; outcome discarded", execution_id)
     return recorded
@@ -482,7 +452,7 @@ def _record_successes(successes: list[Success]) -> None:
     database still answers, it was something in one run's outcome: each run is then recorded
     alone, so that no other run of the batch (of any tenant) is left RUNNING to be retried."""
     try:
-        recorded = record_successes(successes, now=db_now())
+        recorded = transitions.succeed_many(successes, now=db_now())
     except Exception as exc:
         if not _database_answers():
             raise  # the database's trouble, not the outcomes': the recorder tries again
@@ -498,7 +468,7 @@ def _record_successes(successes: list[Success]) -> None:
 
 def _record_success_alone(success: Success) -> set:
     try:
-        return record_successes([success], now=db_now())
+        return transitions.succeed_many([success], now=db_now())
     except Exception as exc:
         if not _database_answers():
             raise
@@ -510,17 +480,7 @@ def _record_success_without_result(success: Success, exc: Exception) -> set:
     a retry would do it again), with the result replaced by an error that says why."""
     logger.error("the result of execution %s cannot be stored", success.execution_id, exc_info=exc)
     why = f"the handler's result could not be stored ({exc.__class__.__name__}: {exc})"[:500]
-    recorded = transition(
-        execution_id=success.execution_id,
-        source=S.RUNNING,
-        target=S.SUCCEEDED,
-        now=success.finished_at,
-        lease_token=success.lease_token,
-        message=f"succeeded; {why}",
-        finished_at=success.finished_at,
-        result=None,
-        error=why,
-    )
+    recorded = transitions.succeed_without_result(success=success, why=why)
     return {str(success.execution_id)} if recorded else set()
 
 

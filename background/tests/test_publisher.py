@@ -14,7 +14,7 @@ from celery import Celery, signals
 from django.utils import timezone
 
 from background.publisher import TASK_NAME, CeleryPublisher, Dispatch, InMemoryPublisher, broker_priority
-from dispatcher.dispatcher import dispatch_once
+from dispatcher import dispatcher
 from executions.models import Execution
 from testing.harness import Live, database_url, wait_for
 
@@ -207,7 +207,7 @@ def test_a_real_worker_runs_what_the_publisher_sent(transactional_db, broker_url
     live = Live(tmp_dir=tmp_path, env=env, broker_url=broker_url)
     try:
         live.worker(concurrency=1)
-        result = dispatch_once(now=timezone.now(), publisher=CeleryPublisher(app=celery_app(broker_url)))
+        result = dispatcher.run_once(now=timezone.now(), publisher=CeleryPublisher(app=celery_app(broker_url)))
         assert result.published == len(jobs)
 
         wait_for(

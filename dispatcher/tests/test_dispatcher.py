@@ -1,4 +1,4 @@
-"""dispatch_once with the in-memory publisher and an injected `now`: the claim, priorities,
+"""dispatcher.run_once with the in-memory publisher and an injected `now`: the claim, priorities,
 misfire and concurrency policies, and what a job's state does as its executions finish."""
 
 from datetime import UTC, datetime, timedelta
@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from dispatcher.claim import next_due_at
 from executions.models import Execution
 from executions.services import execution_cancel
 from executions.states import InvalidTransition
+from executions.store import store
 from jobs import cron
 from jobs.models import Job, Priority
 from testing.harness import history
@@ -50,7 +50,7 @@ def test_defect7_the_next_due_time_is_read_as_an_aware_time_the_dispatcher_can_c
     clock raised in every loop of the embedded default's dispatcher."""
     job = make_job(tenant, run_at=now + timedelta(minutes=5))
 
-    due = next_due_at(after=now)
+    due = store().next_due_at(after=now)
 
     assert due == Execution.objects.get(job=job).available_at
     assert due.tzinfo is not None and now < due
@@ -108,7 +108,7 @@ def _down_for_an_hour(settings, tenant, make_job, policy: str):
 
 
 def _drain(now: datetime) -> list[list]:
-    """dispatch_once at `now` until it claims nothing; what each call published."""
+    """dispatcher.run_once at `now` until it claims nothing; what each call published."""
     rounds = []
     while True:
         result, sent = dispatch(now)
@@ -290,7 +290,7 @@ def test_cancelling_a_finished_execution_is_refused_and_changes_nothing(tenant, 
     assert history(execution.pk) == before
 
 
-def test_dispatch_once_counts(tenant, make_job):
+def test_run_once_counts(tenant, make_job):
     """The result says how many were claimed, published, skipped and materialised."""
     now = datetime(2031, 1, 1, 12, 0, tzinfo=UTC)
     make_job(tenant, run_at=now - timedelta(seconds=1), now=now - timedelta(hours=1))

@@ -1,4 +1,4 @@
-"""sweep_once with the in-memory publisher and an injected `now`: lost leases, timeouts, forced
+"""sweeper.run_once with the in-memory publisher and an injected `now`: lost leases, timeouts, forced
 cancels, lost publishes and retention."""
 
 from datetime import timedelta
@@ -11,7 +11,8 @@ from background.publisher import InMemoryPublisher
 from executions.models import Execution
 from executions.services import execution_cancel
 from jobs.models import Job
-from maintenance.sweeper import SweepResult, sweep_once
+from maintenance import sweeper
+from maintenance.sweeper import SweepResult
 from testing.harness import history
 from testing.steps import claim, start, succeed
 
@@ -30,7 +31,7 @@ def timings(settings):
 def sweep(now) -> tuple[SweepResult, list]:
     publisher = InMemoryPublisher()
     with TestCase.captureOnCommitCallbacks(execute=True):
-        result = sweep_once(now=now, publisher=publisher)
+        result = sweeper.run_once(now=now, publisher=publisher)
     return result, publisher.sent
 
 

@@ -170,6 +170,7 @@ def test_retry_action_on_a_pending_execution_warns_and_changes_nothing(admin_cli
 def test_execution_state_is_read_only_in_the_admin(admin_client, objects):
     """An execution's state is shown, never a form field, and a posted form cannot change it."""
     from django.contrib import admin
+
     from web.admin import ExecutionAdmin
 
     execution = objects["execution"]

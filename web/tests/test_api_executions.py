@@ -133,7 +133,7 @@ def test_detail_has_the_history_as_events(api, tenant, make_job, drive):
     ]
     assert all({"time", "from", "to", "attempt", "worker", "message"} == e.keys() for e in events)
     assert events[0]["message"] == "scheduled"
-    assert events[-1] == {**events[-1], "attempt": 1, "worker": "worker-1", "message": "handler returned"}
+    assert events[-1] == {**events[-1], "attempt": 1, "worker": "worker-1", "message": "succeeded"}
     times = [parse(e["time"]) for e in events]
     assert times == sorted(times)
 

@@ -12,7 +12,7 @@ from django.db import connection, connections
 from django.utils import timezone
 
 import testing.handlers_for_tests  # noqa: F401  (registers test-nul-result)
-from executions import states
+from executions import transitions
 from executions.models import Execution
 from testing.steps import claim
 from worker import runner
@@ -109,7 +109,7 @@ def test_defect1_a_batch_that_still_fails_costs_no_other_run_its_outcome(tenant,
     why in place of its result. None is left RUNNING for its lease to expire."""
     if connection.vendor != "postgresql":
         pytest.skip("the recorder's batches are PostgreSQL's")
-    monkeypatch.setattr(states, "storable_json", lambda value: value, raising=False)
+    monkeypatch.setattr(transitions, "storable_json", lambda value: value)
     poison = _running_soon(tenant, make_job, handler="test-nul-result")
     good = [_running_soon(other_tenant, make_job, payload={"n": n}) for n in range(2)]
     recorder = runner.OutcomeRecorder.of_process()

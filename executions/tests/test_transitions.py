@@ -1,4 +1,5 @@
-"""The state machine's writes: one conditional move, its event, and the job's settling.
+"""The named transitions' writes: one conditional move, its event, and the job's settling, on
+both stores.
 
 On PostgreSQL a transition is one statement (the move, its event and, after a terminal state, the
 job's settling); these pin what that statement must keep of the step-by-step version.
@@ -7,37 +8,22 @@ job's settling); these pin what that statement must keep of the step-by-step ver
 from datetime import timedelta
 
 import pytest
-from django.db import IntegrityError, connection, transaction
-from django.db.models import F
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from executions import transitions
 from executions.models import Execution, ExecutionEvent
 from executions.scheduling import job_trigger
 from executions.states import ExecutionState as S
-from executions.states import Success, record_successes, transition, transition_set
+from executions.store import Success, store
 from jobs.models import Job
 
 
 def _queued_then_running(execution, now):
-    assert transition(
-        execution_id=execution.pk,
-        source=S.PENDING,
-        target=S.QUEUED,
-        now=now,
-        queued_at=now,
-        republish_at=now + timedelta(seconds=30),
-        publish_count=F("publish_count") + 1,
-    )
-    assert transition(
-        execution_id=execution.pk,
-        source=S.QUEUED,
-        target=S.RUNNING,
-        now=now,
-        lease_token=0,
-        message="started",
-        started_at=now,
-        lease_expires_at=now + timedelta(seconds=30),
-        worker_id="w:1",
+    """PENDING → QUEUED → RUNNING, under lease token 1."""
+    assert transitions.queue_many([execution.pk], now=now, publish_grace=timedelta(seconds=30))
+    assert transitions.start(
+        execution_id=execution.pk, lease_token=1, now=now, worker_id="w:1", lease=timedelta(seconds=30)
     )
 
 
@@ -63,10 +49,10 @@ def test_a_move_that_does_not_match_changes_nothing(tenant, make_job):
     _queued_then_running(execution, now)
     before = ExecutionEvent.objects.filter(execution=execution).count()
 
-    assert not transition(execution_id=execution.pk, source=S.QUEUED, target=S.RUNNING, now=now, lease_token=0)
-    assert not transition(
-        execution_id=execution.pk, source=S.RUNNING, target=S.SUCCEEDED, now=now, lease_token=1, finished_at=now
+    assert not transitions.start(
+        execution_id=execution.pk, lease_token=1, now=now, worker_id="w:2", lease=timedelta(seconds=30)
     )
+    assert not transitions.succeed(execution_id=execution.pk, lease_token=0, now=now, result=None)
 
     assert Execution.objects.get(pk=execution.pk).state == S.RUNNING
     assert ExecutionEvent.objects.filter(execution=execution).count() == before
@@ -82,12 +68,10 @@ def test_a_job_with_another_open_execution_is_not_completed(tenant, make_job):
     second = job_trigger(job=job, now=now)
     _queued_then_running(first, now)
 
-    assert transition(
-        execution_id=first.pk, source=S.RUNNING, target=S.SUCCEEDED, now=now, lease_token=0, finished_at=now
-    )
+    assert transitions.succeed(execution_id=first.pk, lease_token=1, now=now, result=None)
     assert Job.objects.get(pk=job.pk).state == "ACTIVE"
 
-    assert transition(execution_id=second.pk, source=S.PENDING, target=S.CANCELLED, now=now, finished_at=now)
+    assert transitions.cancel(execution_id=second.pk, now=now, reason="cancelled")
     job = Job.objects.get(pk=job.pk)
     assert (job.state, job.next_fire_at, job.updated_at) == ("COMPLETED", None, now)
 
@@ -98,7 +82,7 @@ def test_a_cron_job_is_not_completed_by_its_run_ending(tenant, make_job):
     job = make_job(tenant, type="CRON", schedule="* * * * *")
     execution = job.executions.get()
 
-    assert transition(execution_id=execution.pk, source=S.PENDING, target=S.CANCELLED, now=now, finished_at=now)
+    assert transitions.cancel(execution_id=execution.pk, now=now, reason="cancelled")
 
     assert Job.objects.get(pk=job.pk).state == "ACTIVE"
 
@@ -111,7 +95,7 @@ def test_inside_a_transaction_a_failed_move_rolls_back_to_its_savepoint(tenant, 
 
     with transaction.atomic():
         with pytest.raises(IntegrityError):  # QUEUED needs queued_at and republish_at (a CHECK)
-            transition(execution_id=execution.pk, source=S.PENDING, target=S.QUEUED, now=now)
+            store().move(execution_id=execution.pk, source=S.PENDING, target=S.QUEUED, now=now, values={})
         assert Execution.objects.get(pk=execution.pk).state == S.PENDING  # still usable
 
     assert not ExecutionEvent.objects.filter(execution=execution, to_state=S.QUEUED).exists()
@@ -119,17 +103,16 @@ def test_inside_a_transaction_a_failed_move_rolls_back_to_its_savepoint(tenant, 
 
 @pytest.mark.django_db
 def test_a_set_move_records_one_event_per_row(tenant, make_job):
-    if connection.vendor != "postgresql":
-        pytest.skip("the where clause below is PostgreSQL's")
     now = timezone.now()
     executions = [make_job(tenant).executions.get() for _ in range(3)]
+    where, params = store().id_in([e.pk for e in executions])
 
-    moved = transition_set(
+    moved, _ = store().move_set(
         source=S.PENDING,
         target=S.CANCELLED,
         now=now,
-        where="id = ANY(%s::uuid[])",
-        params=[[str(e.pk) for e in executions]],
+        where=where,
+        params=params,
         assignments="finished_at = %s",
         assignment_params=[now],
         message="bulk",
@@ -148,8 +131,6 @@ def test_successes_are_recorded_together_each_under_its_own_lease(tenant, make_j
     """One statement records a batch: each run still under its token moves to SUCCEEDED with its
     result, finish time and event; a run whose lease moved on is left as it was; a one-off job
     whose two executions both finish in the batch is completed."""
-    if connection.vendor != "postgresql":
-        pytest.skip("record_successes is PostgreSQL's (the worker's outcome thread)")
     now = timezone.now()
     job = make_job(tenant, run_at=now - timedelta(seconds=1))
     first, second = job.executions.get(), job_trigger(job=job, now=now)
@@ -158,10 +139,10 @@ def test_successes_are_recorded_together_each_under_its_own_lease(tenant, make_j
         _queued_then_running(execution, now)
     done = [now + timedelta(seconds=i) for i in (1, 2, 3)]
 
-    recorded = record_successes(
+    recorded = transitions.succeed_many(
         [
-            Success(first.pk, 0, {"n": 1}, done[0]),
-            Success(second.pk, 0, None, done[1]),
+            Success(first.pk, 1, {"n": 1}, done[0]),
+            Success(second.pk, 1, None, done[1]),
             Success(fenced.pk, 7, {"n": 3}, done[2]),  # not its token
         ],
         now=now + timedelta(seconds=5),
@@ -185,19 +166,17 @@ def test_successes_are_recorded_together_each_under_its_own_lease(tenant, make_j
 def test_defect1_an_unstorable_result_is_escaped_and_the_rest_of_its_batch_recorded(tenant, other_tenant, make_job):
     """A result that PostgreSQL cannot store as it is (a NUL, a lone surrogate, NaN) is written
     out, and the statement that records it records another tenant's runs of the batch too."""
-    if connection.vendor != "postgresql":
-        pytest.skip("record_successes is PostgreSQL's (the worker's outcome thread)")
     now = timezone.now()
     poison = make_job(tenant).executions.get()
     good = [make_job(other_tenant).executions.get() for _ in range(2)]
     for execution in (poison, *good):
         _queued_then_running(execution, now)
 
-    recorded = record_successes(
+    recorded = transitions.succeed_many(
         [
-            Success(good[0].pk, 0, {"n": 0}, now),
-            Success(poison.pk, 0, {"note": "a\x00b", "k\ud800": ["\udfff", float("nan"), float("-inf")]}, now),
-            Success(good[1].pk, 0, {"n": 1}, now),
+            Success(good[0].pk, 1, {"n": 0}, now),
+            Success(poison.pk, 1, {"note": "a\x00b", "k\ud800": ["\udfff", float("nan"), float("-inf")]}, now),
+            Success(good[1].pk, 1, {"n": 1}, now),
         ],
         now=now,
     )
@@ -220,25 +199,14 @@ def test_defect2_an_error_or_result_with_a_nul_or_lone_surrogate_is_stored_escap
     for execution in (failed, succeeded):
         _queued_then_running(execution, now)
 
-    assert transition(
+    assert transitions.fail(
         execution_id=failed.pk,
-        source=S.RUNNING,
-        target=S.FAILED,
+        lease_token=1,
         now=now,
-        lease_token=0,
-        message="HttpCallError: HTTP 500: \x00\ud800",
         error="HttpCallError: HTTP 500: \x00\ud800",
         traceback="Traceback \x00",
     )
-    assert transition(
-        execution_id=succeeded.pk,
-        source=S.RUNNING,
-        target=S.SUCCEEDED,
-        now=now,
-        lease_token=0,
-        message="succeeded",
-        result={"body": "\ud800\x00"},
-    )
+    assert transitions.succeed(execution_id=succeeded.pk, lease_token=1, now=now, result={"body": "\ud800\x00"})
 
     row = Execution.objects.get(pk=failed.pk)
     assert (row.state, row.traceback) == (S.FAILED, "Traceback \\u0000")

@@ -1,0 +1,454 @@
+"""The store: every statement the scheduler runs on its own tables, behind one interface.
+
+The named transitions (executions/transitions.py, jobs/transitions.py) say what moves and which
+fields each move writes; the store says how that is written on one database. `Store` is the
+embedded default (SQLite), written with the ORM and portable SQL; `PostgresStore`
+(executions/store/postgres.py) overrides the statements that PostgreSQL runs faster in another
+shape: data-modifying CTEs that write the events and settle the jobs in the same statement,
+array parameters, prepared statements, SKIP LOCKED, NOTIFY and the database's clock.
+
+Rows come back typed the same way from both: aware datetimes, UUIDs, ints (`fetch` converts raw
+rows as the ORM would). No module outside this package asks which database it is on.
+"""
+
+import functools
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, NamedTuple
+
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Field
+from django.db.models.expressions import Combinable
+from django.db.models.sql import UpdateQuery
+
+from executions.models import Execution, ExecutionEvent
+from executions.states import TERMINAL, ExecutionState
+from jobs import transitions as job_transitions
+
+S = ExecutionState
+
+
+@dataclass(frozen=True)
+class Moved:
+    """A row that a set-based move changed, as the UPDATE returned it."""
+
+    id: uuid.UUID
+    job_id: uuid.UUID
+    tenant_id: int
+    pool: str
+    attempt: int
+    lease_token: int
+    worker_id: str
+    priority: int
+    origin: str
+    scheduled_for: datetime
+
+
+MOVED_COLUMNS = "id, job_id, tenant_id, pool, attempt, lease_token, worker_id, priority, origin, scheduled_for"
+
+
+class Claimed(NamedTuple):
+    executions: list[Moved]
+    cron_job_ids: set[uuid.UUID]  # the cron jobs among theirs
+
+
+@dataclass(frozen=True)
+class Started:
+    """A run a worker has just started, with what its handler needs."""
+
+    id: uuid.UUID
+    job_id: uuid.UUID
+    attempt: int
+    handler: str
+    payload: Any
+    tenant_slug: str
+    signing_secret: str
+
+
+@dataclass(frozen=True)
+class Success:
+    """A handler's return, to be recorded as SUCCEEDED under the lease it ran with."""
+
+    execution_id: Any
+    lease_token: int
+    result: Any
+    finished_at: datetime
+
+
+@dataclass(frozen=True)
+class Beat:
+    """What a heartbeat read back: whether the run was asked to stop, and when it times out."""
+
+    cancel_requested_at: datetime | None
+    timeout_at: datetime | None
+
+
+# (execution id, job id, tenant id, new state) per execution moved: what observers hear.
+Change = tuple[Any, Any, int, str]
+
+
+def as_uuid(value: Any) -> uuid.UUID:
+    """An id as raw SQL returns it, as the ORM would: SQLite keeps UUIDs as 32 hex digits."""
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
+
+
+class Store:
+    """The embedded default's statements (SQLite): one writer at a time, no row locks, no NOTIFY.
+    Every method runs in the caller's transaction, or in one of its own when there is none."""
+
+    # Whether a worker's outcomes may be recorded in batches on a thread of their own. SQLite
+    # has one writer at a time: a second writing thread would only contend.
+    batches_outcomes: ClassVar[bool] = False
+    # Whether the database's clock is another host's (db_now() measures it) or this host's.
+    remote_clock: ClassVar[bool] = False
+    # Appended to a batch's inner SELECT so concurrent sweepers take disjoint rows.
+    skip_locked: ClassVar[str] = ""
+    # How often a dispatcher must look for due work when nothing wakes it.
+    due_notifications: ClassVar[bool] = False
+
+    @property
+    def db(self) -> BaseDatabaseWrapper:
+        return connections[DEFAULT_DB_ALIAS]
+
+    # --- one execution ---------------------------------------------------------------------------
+
+    def move(
+        self,
+        *,
+        execution_id: Any,
+        source: ExecutionState,
+        target: ExecutionState,
+        now: datetime,
+        values: dict[str, Any],
+        lease_token: int | None = None,
+        message: str = "",
+    ) -> Change | None:
+        """UPDATE one execution from `source` to `target` (under `lease_token`, when given) with
+        `values`, write its event and, on a terminal state, settle its job. Returns the change,
+        or None when the row was not in `source` (nothing written)."""
+        where: dict[str, Any] = {"id": execution_id, "state": source}
+        if lease_token is not None:
+            where["lease_token"] = lease_token
+        with transaction.atomic():
+            if Execution.objects.filter(**where).update(state=target, updated_at=now, **values) != 1:
+                return None
+            row = Execution.objects.values("attempt", "worker_id", "job_id", "tenant_id").get(pk=execution_id)
+            self.record_events(
+                [(execution_id, row["attempt"], row["worker_id"])],
+                source=source,
+                target=target,
+                now=now,
+                message=message,
+            )
+            if target in TERMINAL:
+                self.settle_jobs(job_ids=[row["job_id"]], now=now)
+        return (execution_id, row["job_id"], row["tenant_id"], target)
+
+    def start(
+        self, *, execution_id: Any, lease_token: int, now: datetime, values: dict[str, Any], lease: timedelta
+    ) -> tuple[Started, Change] | None:
+        """QUEUED → RUNNING with `values`, its lease until now + lease and its timeout until now +
+        the job's timeout; reads what the handler needs."""
+        row = (
+            Execution.objects.select_related("job", "tenant")
+            .filter(pk=execution_id, state=S.QUEUED, lease_token=lease_token)
+            .first()
+        )
+        if row is None:
+            return None
+        change = self.move(
+            execution_id=execution_id,
+            source=S.QUEUED,
+            target=S.RUNNING,
+            now=now,
+            lease_token=lease_token,
+            message="started",
+            values={
+                **values,
+                "lease_expires_at": now + lease,
+                "timeout_at": now + timedelta(seconds=row.job.timeout_sec),
+            },
+        )
+        if change is None:
+            return None
+        job, tenant = row.job, row.tenant
+        started = Started(row.pk, row.job_id, row.attempt, job.handler, job.payload, tenant.slug, tenant.signing_secret)
+        return started, change
+
+    def succeed_many(self, successes: Sequence[Success], *, now: datetime, result_of: Callable) -> list[Change]:
+        """RUNNING → SUCCEEDED for each run still under its lease token, its event at its finish."""
+        changes = []
+        for success in successes:
+            change = self.move(
+                execution_id=success.execution_id,
+                source=S.RUNNING,
+                target=S.SUCCEEDED,
+                now=success.finished_at,
+                lease_token=success.lease_token,
+                message="succeeded",
+                values={"finished_at": success.finished_at, "result": result_of(success)},
+            )
+            if change is not None:
+                changes.append(change)
+        return changes
+
+    def heartbeat(self, *, execution_id: Any, lease_token: int, now: datetime, lease: timedelta) -> Beat | None:
+        """Extend a RUNNING run's lease for the worker holding `lease_token`; None if it does not."""
+        db_id = Execution._meta.pk.get_db_prep_value(as_uuid(execution_id), self.db)
+        rows = self.fetch(
+            "UPDATE executions_execution SET lease_expires_at = %s, heartbeat_at = %s"
+            " WHERE id = %s AND state = 'RUNNING' AND lease_token = %s"
+            " RETURNING cancel_requested_at, timeout_at",
+            [now + lease, now, db_id, lease_token],
+            read_as=[Execution._meta.get_field("cancel_requested_at"), Execution._meta.get_field("timeout_at")],
+        )
+        return Beat(*rows[0]) if rows else None
+
+    # --- sets of executions ------------------------------------------------------------------------
+
+    def move_set(
+        self,
+        *,
+        source: ExecutionState,
+        target: ExecutionState,
+        now: datetime,
+        where: str,
+        params: Sequence[Any],
+        assignments: str = "",
+        assignment_params: Sequence[Any] = (),
+        message: str = "",
+    ) -> tuple[list[Moved], list[Change]]:
+        """Move every execution in `source` matching `where` (SQL over the executions table) to
+        `target` in one UPDATE … RETURNING, with `assignments` (SQL SET clauses), and write their
+        events and, on a terminal state, settle their jobs."""
+        sql, sql_params = self._move_set_sql(source, target, now, where, params, assignments, assignment_params)
+        with transaction.atomic(savepoint=False):
+            moved = [Moved(*row) for row in self.fetch(sql, sql_params, read_as=_moved_fields())]
+            if moved:
+                self.record_events(
+                    [(m.id, m.attempt, m.worker_id) for m in moved],
+                    source=source,
+                    target=target,
+                    now=now,
+                    message=message,
+                )
+                if target in TERMINAL:
+                    self.settle_jobs(job_ids=list({m.job_id for m in moved}), now=now)
+        return moved, [(m.id, m.job_id, m.tenant_id, target) for m in moved]
+
+    @staticmethod
+    def _move_set_sql(source, target, now, where, params, assignments, assignment_params) -> tuple[str, list]:
+        sql = (
+            "UPDATE executions_execution SET state = %s, updated_at = %s"
+            + (f", {assignments}" if assignments else "")
+            + f" WHERE state = %s AND ({where})"
+            f" RETURNING {MOVED_COLUMNS}"
+        )
+        return sql, [target.value, now, *assignment_params, source.value, *params]
+
+    def batch_of(self, state: ExecutionState, condition: str) -> str:
+        """SQL: the ids of up to %s (a parameter) executions in `state` matching `condition`."""
+        return (
+            f"id IN (SELECT id FROM executions_execution WHERE state = '{state.value}' AND {condition}"
+            f" LIMIT %s{self.skip_locked})"
+        )
+
+    def id_in(self, ids: Sequence[Any]) -> tuple[str, list]:
+        """SQL and parameters: `id` is one of `ids`."""
+        pk = Execution._meta.pk
+        return f"id IN ({', '.join(['%s'] * len(ids))})", [pk.get_db_prep_value(as_uuid(i), self.db) for i in ids]
+
+    def record_events(
+        self, rows: Sequence[tuple[Any, int, str]], *, source: str, target: str, now: datetime, message: str = ""
+    ) -> None:
+        """Append history rows (execution id, attempt, worker id). Also a new execution's first
+        event (source '') and events that change no state (QUEUED → QUEUED: published again)."""
+        ExecutionEvent.objects.bulk_create(
+            [
+                ExecutionEvent(
+                    execution_id=execution_id,
+                    at=now,
+                    from_state=source,
+                    to_state=target,
+                    attempt=attempt,
+                    worker_id=worker_id or "",
+                    message=message,
+                )
+                for execution_id, attempt, worker_id in rows
+            ]
+        )
+
+    def settle_jobs(self, *, job_ids: list, now: datetime) -> None:
+        job_transitions.jobs_complete(job_ids=job_ids, now=now, open_states=OPEN_STATES)
+
+    # --- the dispatcher's reads ----------------------------------------------------------------------
+
+    # The plain ordered query: SQLite has one writer at a time and no row locks.
+    DUE_SQL = """
+        SELECT e.id, j.type = 'CRON' FROM executions_execution e
+        JOIN jobs_job j ON j.id = e.job_id AND j.state = 'ACTIVE'
+        WHERE e.state = 'PENDING' AND e.available_at <= %s
+        ORDER BY e.priority, e.available_at
+        LIMIT %s
+    """
+
+    def due(self, *, now: datetime, limit: int) -> list[tuple[uuid.UUID, bool]]:
+        """Up to `limit` claimable executions due by `now`, HIGH priority first, then by due time:
+        (id, whether its job is a cron job). Locks them, where the database has row locks."""
+        return [(as_uuid(i), bool(cron)) for i, cron in self.fetch(self.DUE_SQL, [now, limit])]
+
+    def next_due_at(self, *, after: datetime) -> datetime | None:
+        rows = self.fetch(
+            """
+            SELECT e.available_at FROM executions_execution e
+            WHERE e.state = 'PENDING' AND e.available_at > %s
+              AND EXISTS (SELECT 1 FROM jobs_job j WHERE j.id = e.job_id AND j.state = 'ACTIVE')
+            ORDER BY e.available_at
+            LIMIT 1
+            """,
+            [after],
+            read_as=[Execution._meta.get_field("available_at")],
+        )
+        return rows[0][0] if rows else None
+
+    # --- wake-ups and the clock ----------------------------------------------------------------------
+
+    def notify_due(self, due: datetime) -> None:
+        """Wake sleeping dispatchers once this transaction commits: work is due at `due`. The
+        embedded default has no such signal; its dispatchers poll."""
+
+    def due_listener(self) -> "DueListener":
+        return DueListener()
+
+    def measure_clock(self) -> datetime:
+        """The database's time now, for db_now() to anchor on (a remote clock only)."""
+        raise NotImplementedError
+
+    # --- raw statements ------------------------------------------------------------------------------
+
+    def fetch(self, sql: str, params: Sequence[Any], *, read_as: Sequence[Field | None] = ()) -> list[tuple]:
+        """Run one statement and return its rows. `read_as` names the model field each leading
+        column holds (None: left as it is); their values are converted as the ORM converts them:
+        raw SQL on SQLite gives times as naive UTC and ids as hex strings."""
+        db = self.db
+        rows = self._execute(db, sql, params)
+        converters = []
+        for index, field in enumerate(read_as):
+            if field is not None:
+                # The column as the ORM's compiler selects it (a foreign key as its target's
+                # type), and what it applies to a value read: the backend's, then the field's.
+                col = field.get_col(field.model._meta.db_table)
+                functions = [*db.ops.get_db_converters(col), *col.get_db_converters(db)]
+                if functions:
+                    converters.append((index, col, functions))
+        if not converters:
+            return rows
+        converted = []
+        for row in rows:
+            values = list(row)
+            for index, col, functions in converters:
+                for convert in functions:
+                    values[index] = convert(values[index], col, db)
+            converted.append(tuple(values))
+        return converted
+
+    def _execute(self, db: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> list[tuple]:
+        with db.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+
+
+class DueListener:
+    """Waits for due-work notifications; here there are none, so a wait is a sleep."""
+
+    def wait(self, seconds: float, sleep: Callable[[float], Any]) -> datetime | None:
+        """Wait up to `seconds`. Returns the earliest due time among the notifications that came,
+        or None if none did (the whole wait passed)."""
+        sleep(seconds)
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+# The execution states from which a run can still happen (a job with one is not complete).
+OPEN_STATES = [s for s in ExecutionState if s not in TERMINAL]
+
+
+@functools.cache
+def _moved_fields() -> list[Field]:
+    return [Execution._meta.get_field(column) for column in MOVED_COLUMNS.split(", ")]
+
+
+def update_sql(
+    db: BaseDatabaseWrapper,
+    where: dict[str, Any],
+    values: dict[str, Any],
+    *,
+    extra_sets: str = "",
+    extra_params: Sequence[Any] = (),
+) -> tuple[str, list]:
+    """UPDATE executions_execution SET `values` WHERE `where` (equalities), as `filter(**where)
+    .update(**values)` would write it. Plain values go straight to SQL: the ORM's compiler was a
+    third of a worker's CPU per run. An expression (F("attempt") + 1) takes the compiler's way."""
+    if any(isinstance(value, Combinable) for value in values.values()):
+        assert not extra_sets
+        query = Execution.objects.filter(**where).query.chain(UpdateQuery)
+        query.add_update_values(values)
+        return query.get_compiler(db.alias).as_sql()
+    sql, set_preps, where_preps = _update_shape(tuple(values), tuple(where), extra_sets, db.ops.quote_name)
+    params = [prep(value, db) for prep, value in zip(set_preps, values.values(), strict=True)]
+    params += extra_params
+    params += [prep(value, db) for prep, value in zip(where_preps, where.values(), strict=True)]
+    return sql, params
+
+
+@functools.cache
+def _update_shape(
+    set_names: tuple[str, ...], where_names: tuple[str, ...], extra_sets: str, quote: Callable[[str], str]
+) -> tuple[str, list, list]:
+    """The SQL of an UPDATE that sets `set_names` where `where_names` are equal to parameters, and
+    per parameter how to convert its value: a worker writes the same few shapes over and over, and
+    building them (and looking up each field's conversion) was most of `update_sql`'s time."""
+    meta = Execution._meta
+    sets = [f"{quote(meta.get_field(name).column)} = %s" for name in set_names]
+    if extra_sets:
+        sets.append(extra_sets)
+    conditions = [f"{quote(meta.get_field(name).column)} = %s" for name in where_names]
+    sql = f"UPDATE {quote(meta.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}"
+    return sql, [_prep(name, save=True) for name in set_names], [_prep(name, save=False) for name in where_names]
+
+
+def _prep(name: str, *, save: bool) -> Callable[[Any, BaseDatabaseWrapper], Any]:
+    """How a value of field `name` becomes a parameter: what the ORM would do, except where the
+    driver takes the Python value as it is (strings, numbers, aware datetimes, None)."""
+    field = Execution._meta.get_field(name)
+    kind = field.get_internal_type()
+    if kind in ("CharField", "TextField", "IntegerField", "PositiveIntegerField", "BigIntegerField"):
+        return _as_is
+    if kind == "DateTimeField":
+        return functools.partial(_datetime_prep, field)
+    if save:
+        return functools.partial(_save_prep, field)
+    return functools.partial(_value_prep, field)
+
+
+def _as_is(value: Any, db: BaseDatabaseWrapper) -> Any:
+    return value
+
+
+def _datetime_prep(field: Field, value: Any, db: BaseDatabaseWrapper) -> Any:
+    if value is None or value.tzinfo is not None:
+        return value
+    return _value_prep(field, value, db)  # naive: the ORM's warning and conversion
+
+
+def _save_prep(field: Field, value: Any, db: BaseDatabaseWrapper) -> Any:
+    return field.get_db_prep_save(value, connection=db)
+
+
+def _value_prep(field: Field, value: Any, db: BaseDatabaseWrapper) -> Any:
+    return field.get_db_prep_value(value, db)

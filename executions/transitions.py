@@ -1,0 +1,525 @@
+"""The execution's named transitions: every write of an execution's state is one of these.
+
+Each owns the fields it writes and the source states it accepts (declared with `@moves`, checked
+against the table in executions/states.py when this module loads), is one conditional write
+guarded by the source state (and, for a worker's writes, its lease token), records an
+ExecutionEvent in the same transaction, and returns what it moved. Zero rows is an answer, not
+success: every caller handles it. How each is written on the database in use is the store's
+business (executions/store); what follows a move is done here: observers hear of it after commit
+(executions/observers.py), and work that became due wakes the dispatchers (`notify_due`).
+
+What a handler produced (result, error, traceback, message) is made storable first
+(executions/storable.py), so a character the database refuses cannot fail the statement that
+records an outcome.
+"""
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from django.db import transaction
+from django.db.models import F
+
+from executions import observers
+from executions.models import Execution, Origin
+from executions.states import REDRIVABLE, RETRYABLE, TERMINAL, ExecutionState, InvalidTransition, check
+from executions.storable import storable_json, storable_text
+from executions.store import Beat, Claimed, Moved, Started, Success, store
+
+S = ExecutionState
+F_ = TypeVar("F_", bound=Callable[..., Any])
+
+# Per named transition: the source states it accepts and the state it moves to.
+NAMED: dict[str, tuple[frozenset[ExecutionState], ExecutionState]] = {}
+
+
+def moves(sources: Sequence[ExecutionState], target: ExecutionState) -> Callable[[F_], F_]:
+    """Declare what a named transition moves; a move the table does not allow fails at import."""
+    for source in sources:
+        check(source, target)
+
+    def declare(function: F_) -> F_:
+        NAMED[function.__name__] = (frozenset(sources), target)
+        return function
+
+    return declare
+
+
+def _accepts(name: str, source: ExecutionState) -> None:
+    if source not in NAMED[name][0]:
+        raise InvalidTransition(source, NAMED[name][1])
+
+
+# What the next attempt starts without: the last attempt's run belongs to the events now. Its
+# error stays, as "the last error", until the next attempt has an outcome.
+_FRESH_ATTEMPT: dict[str, Any] = {
+    "lease_expires_at": None,
+    "timeout_at": None,
+    "republish_at": None,
+    "cancel_requested_at": None,
+    "started_at": None,
+    "heartbeat_at": None,
+    "finished_at": None,
+    "worker_id": "",
+}
+
+
+def _move(
+    *,
+    execution_id: Any,
+    source: ExecutionState,
+    target: ExecutionState,
+    now: datetime,
+    lease_token: int | None = None,
+    message: str = "",
+    **values: Any,
+) -> bool:
+    change = store().move(
+        execution_id=execution_id,
+        source=source,
+        target=target,
+        now=now,
+        values=values,
+        lease_token=lease_token,
+        message=storable_text(message),
+    )
+    if change is None:
+        return False
+    observers.announce([change])
+    return True
+
+
+# --- made -------------------------------------------------------------------------------------------
+
+
+def create(
+    *, job: Any, scheduled_for: datetime, now: datetime, origin: str = Origin.SCHEDULE, wake: bool = True
+) -> Execution:
+    """∅ → PENDING: a new execution of `job` due at `scheduled_for`, with its first event. With
+    `wake`, dispatchers are woken for it (the dispatcher that makes a cron job's next fire needs
+    no wake-up: it looks again itself)."""
+    execution = Execution.objects.create(
+        job=job,
+        tenant_id=job.tenant_id,
+        pool=job.pool,
+        priority=job.priority,
+        origin=origin,
+        scheduled_for=scheduled_for,
+        available_at=scheduled_for,
+    )
+    store().record_events(
+        [(execution.id, 1, "")],
+        source="",
+        target=S.PENDING,
+        now=now,
+        message="triggered" if origin == Origin.TRIGGER else "scheduled",
+    )
+    if wake:
+        store().notify_due(scheduled_for)
+    return execution
+
+
+# --- the dispatcher ----------------------------------------------------------------------------------
+
+
+@moves([S.PENDING], S.QUEUED)
+def claim_many(*, now: datetime, limit: int, publish_grace: timedelta) -> Claimed:
+    """PENDING → QUEUED for up to `limit` executions of active jobs due by `now`, HIGH priority
+    first (`queue_many`). Call inside the transaction that publishes after commit (it holds the
+    batch's row locks)."""
+    due = store().due(now=now, limit=limit)
+    if not due:
+        return Claimed([], set())
+    moved = queue_many([execution_id for execution_id, _ in due], now=now, publish_grace=publish_grace)
+    cron = {execution_id for execution_id, is_cron in due if is_cron}
+    return Claimed(moved, {m.job_id for m in moved if m.id in cron})
+
+
+@moves([S.PENDING], S.QUEUED)
+def queue_many(execution_ids: Sequence[Any], *, now: datetime, publish_grace: timedelta) -> list[Moved]:
+    """PENDING → QUEUED for those of `execution_ids` still PENDING, each under a new lease token,
+    to be published again at now + publish_grace if no worker starts it."""
+    where, params = store().id_in(execution_ids)
+    moved, changes = store().move_set(
+        source=S.PENDING,
+        target=S.QUEUED,
+        now=now,
+        where=where,
+        params=params,
+        assignments="lease_token = lease_token + 1, queued_at = %s, republish_at = %s, publish_count = 1",
+        assignment_params=[now, now + publish_grace],
+    )
+    observers.announce(changes)
+    return moved
+
+
+@moves([S.QUEUED], S.CANCELLED)
+def skip(*, execution: Moved, now: datetime, reason: str) -> bool:
+    """QUEUED → CANCELLED for a fire the dispatcher just claimed and a policy says must not run."""
+    return _move(
+        execution_id=execution.id,
+        source=S.QUEUED,
+        target=S.CANCELLED,
+        now=now,
+        lease_token=execution.lease_token,
+        message=reason,
+        finished_at=now,
+        republish_at=None,
+    )
+
+
+# --- a worker ----------------------------------------------------------------------------------------
+
+
+@moves([S.QUEUED], S.RUNNING)
+def start(*, execution_id: Any, lease_token: int, now: datetime, worker_id: str, lease: timedelta) -> Started | None:
+    """QUEUED → RUNNING for the worker that holds `lease_token`: its lease runs until now + lease
+    and its timeout until now + the job's timeout. Returns the run with what its handler needs,
+    or None when the execution is not (any more) QUEUED under that token."""
+    started = store().start(
+        execution_id=execution_id,
+        lease_token=lease_token,
+        now=now,
+        lease=lease,
+        values={"started_at": now, "heartbeat_at": now, "worker_id": worker_id, "republish_at": None},
+    )
+    if started is None:
+        return None
+    observers.announce([started[1]])
+    return started[0]
+
+
+def heartbeat(*, execution_id: Any, lease_token: int, now: datetime, lease: timedelta) -> Beat | None:
+    """Extend a RUNNING run's lease (no move): what the worker must know back, or None when the
+    lease is no longer this worker's."""
+    return store().heartbeat(execution_id=execution_id, lease_token=lease_token, now=now, lease=lease)
+
+
+def save_checkpoint(*, execution_id: Any, lease_token: int, data: Any, now: datetime) -> bool:
+    """A RUNNING run's checkpoint (no move), for the worker holding `lease_token` only."""
+    return (
+        Execution.objects.filter(pk=execution_id, state=S.RUNNING, lease_token=lease_token).update(
+            checkpoint=storable_json(data), updated_at=now
+        )
+        == 1
+    )
+
+
+@moves([S.RUNNING], S.SUCCEEDED)
+def succeed(*, execution_id: Any, lease_token: int, now: datetime, result: Any) -> bool:
+    """RUNNING → SUCCEEDED with the handler's result, under the lease it ran with."""
+    return _move(
+        execution_id=execution_id,
+        source=S.RUNNING,
+        target=S.SUCCEEDED,
+        now=now,
+        lease_token=lease_token,
+        message="succeeded",
+        finished_at=now,
+        result=storable_json(result),
+    )
+
+
+@moves([S.RUNNING], S.SUCCEEDED)
+def succeed_without_result(*, success: Success, why: str) -> bool:
+    """RUNNING → SUCCEEDED for a run whose result cannot be stored: its handler did its work, and
+    a retry would do it again. The result is replaced by an error that says why."""
+    return _move(
+        execution_id=success.execution_id,
+        source=S.RUNNING,
+        target=S.SUCCEEDED,
+        now=success.finished_at,
+        lease_token=success.lease_token,
+        message=f"succeeded; {why}",
+        finished_at=success.finished_at,
+        result=None,
+        error=storable_text(why),
+    )
+
+
+@moves([S.RUNNING], S.SUCCEEDED)
+def succeed_many(successes: Sequence[Success], *, now: datetime) -> set[str]:
+    """RUNNING → SUCCEEDED for each run still under its lease token, in one statement where the
+    database allows (and so one commit). Returns the ids recorded; a run whose lease moved on is
+    left as it is."""
+    if not successes:
+        return set()
+    changes = store().succeed_many(successes, now=now, result_of=lambda success: storable_json(success.result))
+    observers.announce(changes)
+    return {str(change[0]) for change in changes}
+
+
+@moves([S.RUNNING], S.FAILED)
+def fail(*, execution_id: Any, lease_token: int, now: datetime, error: str, traceback: str) -> bool:
+    """RUNNING → FAILED: the handler raised. The retry policy must resolve it in the same
+    transaction (executions.services.execution_settle_failure)."""
+    return _fail(S.FAILED, execution_id, lease_token, now, error, traceback)
+
+
+@moves([S.RUNNING], S.TIMED_OUT)
+def time_out(*, execution_id: Any, lease_token: int, now: datetime, error: str) -> bool:
+    """RUNNING → TIMED_OUT: its worker stopped it at its timeout. Resolved like a failure."""
+    return _fail(S.TIMED_OUT, execution_id, lease_token, now, error, "")
+
+
+def _fail(target: ExecutionState, execution_id: Any, lease_token: int, now: datetime, error: str, trace: str) -> bool:
+    error = storable_text(error)
+    return _move(
+        execution_id=execution_id,
+        source=S.RUNNING,
+        target=target,
+        now=now,
+        lease_token=lease_token,
+        message=error[:500],
+        finished_at=now,
+        error=error,
+        traceback=storable_text(trace),
+    )
+
+
+@moves([S.RUNNING], S.CANCELLED)
+def cancel_running(*, execution_id: Any, lease_token: int, now: datetime, reason: str) -> bool:
+    """RUNNING → CANCELLED by the worker that holds `lease_token`: it stopped the handler as asked."""
+    return _move(
+        execution_id=execution_id,
+        source=S.RUNNING,
+        target=S.CANCELLED,
+        now=now,
+        lease_token=lease_token,
+        message=reason,
+        finished_at=now,
+    )
+
+
+@moves([S.RUNNING], S.PENDING)
+def release(*, execution_id: Any, lease_token: int, now: datetime, reason: str) -> bool:
+    """RUNNING → PENDING by the worker holding `lease_token`, which is shutting down and stopped
+    the handler short: the same attempt (no attempt is spent), due now, and the dispatchers
+    woken. A late outcome of this delivery cannot land (every outcome is conditional on RUNNING
+    and its lease token), and the next claim takes a new lease token."""
+    moved = _move(
+        execution_id=execution_id,
+        source=S.RUNNING,
+        target=S.PENDING,
+        now=now,
+        lease_token=lease_token,
+        message=reason,
+        available_at=now,
+        lease_expires_at=None,
+        timeout_at=None,
+        started_at=None,
+        heartbeat_at=None,
+    )
+    if moved:
+        store().notify_due(now)
+    return moved
+
+
+# --- the retry policy's verdict --------------------------------------------------------------------------
+
+
+@moves(sorted(RETRYABLE), S.PENDING)
+def retry(*, execution_id: Any, source: ExecutionState, now: datetime, available_at: datetime, message: str) -> bool:
+    """A failure → PENDING as the next attempt, due at `available_at` (after the backoff)."""
+    _accepts("retry", source)
+    moved = _move(
+        execution_id=execution_id,
+        source=source,
+        target=S.PENDING,
+        now=now,
+        message=message,
+        attempt=F("attempt") + 1,
+        available_at=available_at,
+        **_FRESH_ATTEMPT,
+    )
+    if moved:
+        store().notify_due(available_at)
+    return moved
+
+
+@moves(sorted(RETRYABLE), S.DEAD)
+def discard(*, execution_id: Any, source: ExecutionState, now: datetime, message: str) -> bool:
+    """A failure → DEAD: attempts exhausted. The dead-letter view lists it."""
+    _accepts("discard", source)
+    return _move(execution_id=execution_id, source=source, target=S.DEAD, now=now, message=message, finished_at=now)
+
+
+# --- people and services (API, admin, dashboard) ---------------------------------------------------------
+
+
+@moves([S.PENDING, S.QUEUED], S.CANCELLED)
+def cancel(*, execution_id: Any, now: datetime, reason: str) -> bool:
+    """PENDING or QUEUED → CANCELLED: it had not started, and will not."""
+    for source in (S.PENDING, S.QUEUED):
+        if _move(
+            execution_id=execution_id,
+            source=source,
+            target=S.CANCELLED,
+            now=now,
+            message=reason,
+            finished_at=now,
+            cancel_requested_at=now,
+            lease_expires_at=None,
+            republish_at=None,
+        ):
+            return True
+    return False
+
+
+def request_cancel(*, execution_id: Any, now: datetime, reason: str) -> bool:
+    """RUNNING, not yet asked: record a durable cancel request (no move) that the worker reads
+    with its next heartbeat and the sweeper enforces after a grace. False when it is not
+    RUNNING or was asked already."""
+    with transaction.atomic():
+        requested = Execution.objects.filter(pk=execution_id, state=S.RUNNING, cancel_requested_at__isnull=True).update(
+            cancel_requested_at=now, updated_at=now
+        )
+        if requested:
+            row = Execution.objects.values("attempt", "worker_id").get(pk=execution_id)
+            store().record_events(
+                [(execution_id, row["attempt"], row["worker_id"])],
+                source=S.RUNNING,
+                target=S.RUNNING,
+                now=now,
+                message=storable_text(f"cancel requested: {reason}"),
+            )
+    return requested == 1
+
+
+@moves(sorted(REDRIVABLE), S.PENDING)
+def redrive(*, execution_id: Any, source: ExecutionState, now: datetime, reason: str) -> bool:
+    """DEAD, FAILED or CANCELLED → PENDING: run it again, now, as its next attempt."""
+    _accepts("redrive", source)
+    moved = _move(
+        execution_id=execution_id,
+        source=source,
+        target=S.PENDING,
+        now=now,
+        message=reason,
+        attempt=F("attempt") + 1,
+        available_at=now,
+        error="",
+        traceback="",
+        **_FRESH_ATTEMPT,
+    )
+    if moved:
+        store().notify_due(now)
+    return moved
+
+
+# --- the sweeper -----------------------------------------------------------------------------------------
+
+
+def _running_set(
+    *, target: ExecutionState, condition: str, params: list, now: datetime, limit: int, **kw
+) -> list[Moved]:
+    moved, changes = store().move_set(
+        source=S.RUNNING,
+        target=target,
+        now=now,
+        where=store().batch_of(S.RUNNING, condition),
+        params=[*params, limit],
+        **kw,
+    )
+    observers.announce(changes)
+    return moved
+
+
+@moves([S.RUNNING], S.FAILED_WORKER_LOST)
+def rescue_many(*, now: datetime, limit: int) -> list[Moved]:
+    """RUNNING whose lease expired without a heartbeat → FAILED_WORKER_LOST (the worker died or
+    froze). A run with a cancel request is left to `force_cancel_many`: it is never retried.
+    The retry policy must resolve each in the same transaction."""
+    message = "worker lost: lease expired without a heartbeat"
+    return _running_set(
+        target=S.FAILED_WORKER_LOST,
+        condition="lease_expires_at < %s AND cancel_requested_at IS NULL",
+        params=[now],
+        now=now,
+        limit=limit,
+        assignments="finished_at = %s, error = %s",
+        assignment_params=[now, message],
+        message=message,
+    )
+
+
+@moves([S.RUNNING], S.TIMED_OUT)
+def time_out_many(*, now: datetime, before: datetime, limit: int) -> list[Moved]:
+    """RUNNING whose timeout passed before `before` (its worker's grace to stop it is over) →
+    TIMED_OUT. A run with a cancel request is left to `force_cancel_many`. The retry policy must
+    resolve each in the same transaction."""
+    message = "timed out (enforced by the sweeper)"
+    return _running_set(
+        target=S.TIMED_OUT,
+        condition="timeout_at < %s AND cancel_requested_at IS NULL",
+        params=[before],
+        now=now,
+        limit=limit,
+        assignments="finished_at = %s, error = %s",
+        assignment_params=[now, message],
+        message=message,
+    )
+
+
+@moves([S.RUNNING], S.CANCELLED)
+def force_cancel_many(*, now: datetime, requested_before: datetime, limit: int) -> list[Moved]:
+    """RUNNING with a cancel request that its worker did not act on: made before
+    `requested_before`, or whose lease expired (the worker is gone) → CANCELLED, not a failure:
+    what was asked to stop must not be retried."""
+    return _running_set(
+        target=S.CANCELLED,
+        condition="cancel_requested_at IS NOT NULL AND (cancel_requested_at < %s OR lease_expires_at < %s)",
+        params=[requested_before, now],
+        now=now,
+        limit=limit,
+        assignments="finished_at = %s",
+        assignment_params=[now],
+        message="cancelled (enforced by the sweeper: the worker did not stop it in time, or was lost)",
+    )
+
+
+@dataclass(frozen=True)
+class Republished:
+    id: uuid.UUID
+    lease_token: int
+    pool: str
+    priority: int
+
+
+def republish_many(*, now: datetime, grace_seconds: float, limit: int) -> list[Republished]:
+    """QUEUED and not started by `republish_at` → published again (no move: an event QUEUED →
+    QUEUED). The next grace doubles, so a pool that is merely backlogged is not flooded with
+    copies (duplicates are dropped by the lease). Call inside the transaction that publishes
+    after commit."""
+    with transaction.atomic():
+        stalled = list(
+            Execution.objects.select_for_update(skip_locked=True)
+            .filter(state=S.QUEUED, republish_at__lt=now)
+            .only("id", "lease_token", "pool", "priority", "attempt", "publish_count")[:limit]
+        )
+        for execution in stalled:
+            backoff = grace_seconds * 2 ** min(execution.publish_count, 10)
+            Execution.objects.filter(pk=execution.pk, state=S.QUEUED, lease_token=execution.lease_token).update(
+                republish_at=now + timedelta(seconds=backoff), publish_count=F("publish_count") + 1, updated_at=now
+            )
+        if stalled:
+            store().record_events(
+                [(e.pk, e.attempt, "") for e in stalled],
+                source=S.QUEUED,
+                target=S.QUEUED,
+                now=now,
+                message="not started within the publish grace; published again",
+            )
+    return [Republished(e.pk, e.lease_token, e.pool, e.priority) for e in stalled]
+
+
+def prune_many(*, before: datetime, limit: int) -> int:
+    """Delete up to `limit` executions (and their events) that finished before `before`."""
+    ids = list(
+        Execution.objects.filter(state__in=TERMINAL, finished_at__lt=before).values_list("pk", flat=True)[:limit]
+    )
+    if ids:
+        Execution.objects.filter(pk__in=ids).delete()
+    return len(ids)
