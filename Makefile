@@ -31,6 +31,7 @@ run: install
 lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
 ## Install and run the whole test suite (needs PostgreSQL and Redis on localhost), then the

@@ -1,0 +1,116 @@
+"""The shape of the code, kept so (docs/architecture.md): no import cycles between product
+modules, no question about the database outside the store seams, no module of more than about
+600 lines. The direction of imports between packages is import-linter's contract (pyproject.toml,
+`make lint`)."""
+
+import ast
+from pathlib import Path
+
+import grimp
+
+ROOT = Path(__file__).resolve().parents[1]
+PRODUCT = [
+    "tenants",
+    "jobs",
+    "executions",
+    "background",
+    "dispatcher",
+    "worker",
+    "maintenance",
+    "standalone",
+    "web",
+    "dashboard",
+    "scheduler_project",
+]
+# The modules allowed to ask which database they are on: the store seams' pickers.
+STORE_SEAMS = {"executions/store/__init__.py", "dashboard/queries/__init__.py"}
+MAX_LINES = 650  # "about 600"
+
+
+def _product_files() -> list[Path]:
+    return [
+        path
+        for package in PRODUCT
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if not {"tests", "migrations"} & set(path.relative_to(ROOT).parts)
+    ]
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_the_product_modules_import_one_another_without_cycles():
+    """Imports inside functions count too: a lazy import is a cycle put off, not avoided."""
+    graph = grimp.build_graph(*PRODUCT)
+    modules = {m for m in graph.modules if ".tests" not in m and ".migrations" not in m}
+    edges = {m: {i for i in graph.find_modules_directly_imported_by(m) if i in modules} for m in modules}
+
+    assert _cycles(edges) == []
+
+
+def test_cycles_are_found():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_only_the_store_seams_ask_which_database_they_are_on():
+    askers = []
+    for path in _product_files():
+        relative = str(path.relative_to(ROOT))
+        tree = ast.parse(path.read_text(), relative)
+        if relative not in STORE_SEAMS and any(
+            isinstance(node, ast.Attribute) and node.attr == "vendor" for node in ast.walk(tree)
+        ):
+            askers.append(relative)
+
+    assert askers == []
+
+
+def test_no_module_is_longer_than_about_600_lines():
+    tooling = [p for folder in ("bench", "soak", "testing") for p in (ROOT / folder).rglob("*.py")]
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for path in [*_product_files(), *tooling]
+        if (lines := len(path.read_text().splitlines())) > MAX_LINES
+    }
+
+    assert long == {}
