@@ -22,7 +22,7 @@ from executions import transitions
 from executions.clock import db_now
 from executions.models import Execution, Origin
 from executions.services import execution_cancel
-from executions.states import ACTIVE, ExecutionState
+from executions.states import ACTIVE, ExecutionState, InvalidTransition
 from executions.store import DueListener, Moved, store
 from jobs import cron
 from jobs import transitions as job_transitions
@@ -156,9 +156,12 @@ def _apply_policies(claimed: Sequence[Moved], jobs: dict, now: datetime, misfire
     replacing = {m.job_id for m in claimed if m.id not in skipped}
     for execution in active:
         if execution.job_id in replacing and jobs[execution.job_id].concurrency_policy == ConcurrencyPolicy.REPLACE:
-            execution_cancel(
-                execution=execution, now=now, reason="replaced by a newer fire (concurrencyPolicy REPLACE)"
-            )
+            try:
+                execution_cancel(
+                    execution=execution, now=now, reason="replaced by a newer fire (concurrencyPolicy REPLACE)"
+                )
+            except InvalidTransition:
+                pass  # it finished since it was read: there is nothing left to replace
     return skipped
 
 
