@@ -399,7 +399,7 @@ def update_sql(
         query = Execution.objects.filter(**where).query.chain(UpdateQuery)
         query.add_update_values(values)
         return query.get_compiler(db.alias).as_sql()
-    sql, set_preps, where_preps = _update_shape(tuple(values), tuple(where), extra_sets, db.ops.quote_name)
+    sql, set_preps, where_preps = _update_shape(tuple(values), tuple(where), extra_sets)
     params = [prep(value, db) for prep, value in zip(set_preps, values.values(), strict=True)]
     params += extra_params
     params += [prep(value, db) for prep, value in zip(where_preps, where.values(), strict=True)]
@@ -407,13 +407,12 @@ def update_sql(
 
 
 @functools.cache
-def _update_shape(
-    set_names: tuple[str, ...], where_names: tuple[str, ...], extra_sets: str, quote: Callable[[str], str]
-) -> tuple[str, list, list]:
+def _update_shape(set_names: tuple[str, ...], where_names: tuple[str, ...], extra_sets: str) -> tuple[str, list, list]:
     """The SQL of an UPDATE that sets `set_names` where `where_names` are equal to parameters, and
     per parameter how to convert its value: a worker writes the same few shapes over and over, and
-    building them (and looking up each field's conversion) was most of `update_sql`'s time."""
-    meta = Execution._meta
+    building them (and looking up each field's conversion) was most of `update_sql`'s time. Both
+    stores quote names alike."""
+    meta, quote = Execution._meta, connections[DEFAULT_DB_ALIAS].ops.quote_name
     sets = [f"{quote(meta.get_field(name).column)} = %s" for name in set_names]
     if extra_sets:
         sets.append(extra_sets)
