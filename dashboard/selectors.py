@@ -7,19 +7,17 @@ no COUNT(*) over a whole state, no sort of the whole table. The comment on each 
 index bounds it.
 """
 
-import json
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import EmptyResultSet
-from django.db import OperationalError, connection, transaction
-from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Extract, TruncMinute
+from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import TruncMinute
 
 from dashboard.models import AuditEntry
+from dashboard.queries import OverBudget, queries
 from executions.models import Execution, ExecutionEvent
 from executions.selectors import execution_list
 from executions.states import TERMINAL, ExecutionState
@@ -77,24 +75,13 @@ class StateCount:
     exact: bool
 
 
-def _estimate(queryset: QuerySet) -> int | None:
-    """The planner's row estimate for a queryset (PostgreSQL), from EXPLAIN: no rows are read."""
-    if connection.vendor != "postgresql":
-        return None
-    try:
-        plan = json.loads(queryset.explain(format="json"))
-        return int(plan[0]["Plan"]["Plan Rows"])
-    except Exception:  # an estimate is a nicety; the capped count still stands
-        return None
-
-
 def capped_count(queryset: QuerySet, *, cap: int = EXACT_COUNT_CAP, estimate: bool = True) -> tuple[int, bool]:
     """(count, exact): exact up to `cap` rows; above it the planner's estimate (at least
     cap + 1), or just cap + 1 when `estimate` is False."""
     count = queryset.order_by()[: cap + 1].count()
     if count <= cap:
         return count, True
-    guess = _estimate(queryset.order_by()) if estimate else None
+    guess = queries().estimate_rows(queryset.order_by()) if estimate else None
     return max(guess or 0, cap + 1), False
 
 
@@ -153,39 +140,6 @@ class LastHour:
         }
 
 
-def _lag_seconds():
-    return Extract(F("started_at") - F("available_at"), "epoch")
-
-
-def _lag_percentiles(
-    started: QuerySet,
-) -> tuple[dict[datetime, tuple[float, float]], tuple[int, float | None, float | None]]:
-    """p50 and p99 of the start lag per minute of start and over all, in one pass: GROUPING SETS
-    (which the ORM cannot spell) around the ORM's own, scoped, query of the rows. Minutes are
-    truncated in the session's time zone, which Django sets to UTC."""
-    try:
-        inner, params = started.annotate(lag=_lag_seconds()).values("started_at", "lag").query.sql_with_params()
-    except EmptyResultSet:  # a scope of no tenants
-        return {}, (0, None, None)
-    sql = f"""
-        SELECT date_trunc('minute', started_at) AS minute, count(*),
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY lag),
-               percentile_cont(0.99) WITHIN GROUP (ORDER BY lag)
-        FROM ({inner}) AS rows
-        GROUP BY GROUPING SETS ((date_trunc('minute', started_at)), ())
-    """
-    per_minute: dict[datetime, tuple[float, float]] = {}
-    overall: tuple[int, float | None, float | None] = (0, None, None)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        for minute, count, p50, p99 in cursor.fetchall():
-            if minute is None:
-                overall = (count, p50, p99)
-            else:
-                per_minute[minute] = (p50, p99)
-    return per_minute, overall
-
-
 def last_hour(*, scope: list[int] | None, now: datetime) -> LastHour:
     """Executions finished per minute (by outcome) and the start lag (started_at - available_at)
     per minute of start, over the 60 minutes before `now`.
@@ -220,26 +174,11 @@ def last_hour(*, scope: list[int] | None, now: datetime) -> LastHour:
         started_at__gte=since,
         started_at__lt=end,
     )
-    lag_p50 = lag_p99 = None
-    started_count = 0
-    if connection.vendor == "postgresql":
-        per_minute, overall = _lag_percentiles(started)
-        for at, (p50, p99) in per_minute.items():
-            if at in minutes:
-                minutes[at].lag_p50_ms, minutes[at].lag_p99_ms = _ms(p50), _ms(p99)
-        started_count, lag_p50, lag_p99 = overall[0], _ms(overall[1]), _ms(overall[2])
-    else:  # SQLite (the embedded install): few rows, so the percentiles are taken here
-        by_minute: dict[datetime, list[float]] = {}
-        every: list[float] = []
-        for started_at, available_at in started.values_list("started_at", "available_at"):
-            lag = max((started_at - available_at).total_seconds(), 0.0)
-            by_minute.setdefault(started_at.replace(second=0, microsecond=0), []).append(lag)
-            every.append(lag)
-        for at, lags in by_minute.items():
-            if at in minutes:
-                minutes[at].lag_p50_ms = _ms(_percentile(lags, 0.5))
-                minutes[at].lag_p99_ms = _ms(_percentile(lags, 0.99))
-        lag_p50, lag_p99, started_count = _ms(_percentile(every, 0.5)), _ms(_percentile(every, 0.99)), len(every)
+    per_minute, (started_count, p50, p99) = queries().start_lags(started)
+    for at, (minute_p50, minute_p99) in per_minute.items():
+        if at in minutes:
+            minutes[at].lag_p50_ms, minutes[at].lag_p99_ms = _ms(minute_p50), _ms(minute_p99)
+    lag_p50, lag_p99 = _ms(p50), _ms(p99)
 
     ordered = [minutes[at] for at in sorted(minutes)]
     return LastHour(
@@ -253,17 +192,6 @@ def last_hour(*, scope: list[int] | None, now: datetime) -> LastHour:
 
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(max(seconds, 0.0) * 1000, 1)
-
-
-def _percentile(values: list[float], fraction: float) -> float | None:
-    """Linear interpolation between closest ranks, as percentile_cont does."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = fraction * (len(ordered) - 1)
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 # --- Pools and workers ------------------------------------------------------------------------------
@@ -492,7 +420,7 @@ def execution_page(*, scope: list[int] | None, filters: ExecutionFilters, page: 
     could make a walk read it all. On PostgreSQL such a query runs under a statement timeout;
     if it trips, the page is retried over the last day only, and failing that, given up.
     """
-    if not filters.pool or connection.vendor != "postgresql":
+    if not filters.pool or not queries().bounds_statements:
         rows, has_next = _execution_walk(scope=scope, filters=filters, page=page)
         return ExecutionPage(rows=rows, has_next=has_next)
     attempts = [filters]
@@ -500,11 +428,9 @@ def execution_page(*, scope: list[int] | None, filters: ExecutionFilters, page: 
         attempts.append(replace(filters, since=now - UNINDEXED_FILTER_WINDOW))
     for attempt in attempts:
         try:
-            with transaction.atomic():
-                with connection.cursor() as cursor:
-                    cursor.execute(f"SET LOCAL statement_timeout = {UNINDEXED_FILTER_BUDGET_MS}")
+            with queries().statement_budget(UNINDEXED_FILTER_BUDGET_MS):
                 rows, has_next = _execution_walk(scope=scope, filters=attempt, page=page)
-        except OperationalError:  # QueryCanceled: over budget
+        except OverBudget:
             continue
         narrowed = attempt.since if attempt is not filters else None
         return ExecutionPage(rows=rows, has_next=has_next, narrowed_to=narrowed)
@@ -544,19 +470,8 @@ def _execution_walk(*, scope: list[int] | None, filters: ExecutionFilters, page:
             for state in states
             for tenant in tenants
         ]
-        if len(walks) == 1:
-            rows = walks[0][start:wanted]
-        elif not connection.features.supports_slicing_ordering_in_compound:
-            # SQLite (the embedded default) cannot slice the parts of a UNION; a small install's
-            # history is small enough for the plain ordered walk.
-            rows = (
-                executions.filter(state__in=states, **({"tenant_id__in": tenants} if scope is not None else {}))
-                .order_by("-scheduled_for", "-id")
-                .values_list("scheduled_for", "id")[start:wanted]
-            )
-        else:
-            merged = walks[0][:wanted].union(*(walk[:wanted] for walk in walks[1:]), all=True)
-            rows = merged.order_by("-scheduled_for", "-id")[start:wanted]
+        everything = executions.filter(state__in=states, **({"tenant_id__in": tenants} if scope is not None else {}))
+        rows = queries().newest_first(walks, everything.values_list("scheduled_for", "id"), start, wanted)
         ids = [row[1] for row in rows]
     found = execution_list(scope=scope).select_related("job", "tenant").in_bulk(ids)
     ordered = [found[i] for i in ids if i in found]

@@ -1,0 +1,65 @@
+"""The dashboard's database-specific reads, as the embedded default (SQLite) runs them: a small
+install's history is small, so what PostgreSQL does in SQL is done here in Python or plainly.
+`PostgresQueries` (dashboard/queries/postgres.py) overrides each with the shape that stays
+cheap at millions of rows."""
+
+import contextlib
+from collections.abc import Iterator
+from datetime import datetime
+
+from django.db.models import QuerySet
+
+# Start lags per minute of start: {minute: (p50, p99)}, and over all: (count, p50, p99); seconds.
+PerMinute = dict[datetime, tuple[float | None, float | None]]
+Overall = tuple[int, float | None, float | None]
+
+
+class OverBudget(Exception):
+    """A read stopped by its time budget."""
+
+
+class Queries:
+    # Whether `statement_budget` can stop a read that runs long; where it cannot, a caller
+    # does not ask for one.
+    bounds_statements = False
+
+    def estimate_rows(self, queryset: QuerySet) -> int | None:
+        """The planner's row estimate for a queryset, without reading the rows; None if the
+        database gives none."""
+        return None
+
+    def start_lags(self, started: QuerySet) -> tuple[PerMinute, Overall]:
+        """p50 and p99 of the start lag (started_at - available_at) of `started`, per minute
+        of start and over all."""
+        by_minute: dict[datetime, list[float]] = {}
+        every: list[float] = []
+        for started_at, available_at in started.values_list("started_at", "available_at"):
+            lag = max((started_at - available_at).total_seconds(), 0.0)
+            by_minute.setdefault(started_at.replace(second=0, microsecond=0), []).append(lag)
+            every.append(lag)
+        per_minute = {at: (percentile(lags, 0.5), percentile(lags, 0.99)) for at, lags in by_minute.items()}
+        return per_minute, (len(every), percentile(every, 0.5), percentile(every, 0.99))
+
+    @contextlib.contextmanager
+    def statement_budget(self, milliseconds: int) -> Iterator[None]:
+        """Run the reads inside within `milliseconds` each, raising OverBudget past it."""
+        yield
+
+    def newest_first(self, walks: list[QuerySet], everything: QuerySet, start: int, stop: int) -> list[tuple]:
+        """Rows start..stop of the merge of ordered walks (each ordered by -scheduled_for, -id).
+        SQLite cannot slice the parts of a UNION, so it walks `everything` (the walks' rows as
+        one queryset) in that order instead."""
+        if len(walks) == 1:
+            return list(walks[0][start:stop])
+        return list(everything.order_by("-scheduled_for", "-id")[start:stop])
+
+
+def percentile(values: list[float], fraction: float) -> float | None:
+    """Linear interpolation between closest ranks, as percentile_cont does."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = fraction * (len(ordered) - 1)
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)

@@ -1,0 +1,68 @@
+"""The dashboard's database-specific reads on PostgreSQL: the planner's estimate from EXPLAIN,
+percentiles in one GROUPING SETS pass, a statement timeout as a read's budget, and a UNION ALL
+of short ordered index walks."""
+
+import contextlib
+import json
+from collections.abc import Iterator
+
+from django.core.exceptions import EmptyResultSet
+from django.db import OperationalError, connection, transaction
+from django.db.models import F, QuerySet
+from django.db.models.functions import Extract
+
+from dashboard.queries.base import Overall, OverBudget, PerMinute, Queries
+
+
+class PostgresQueries(Queries):
+    bounds_statements = True
+
+    def estimate_rows(self, queryset: QuerySet) -> int | None:
+        try:
+            plan = json.loads(queryset.explain(format="json"))
+            return int(plan[0]["Plan"]["Plan Rows"])
+        except Exception:  # an estimate is a nicety; the caller's capped count still stands
+            return None
+
+    def start_lags(self, started: QuerySet) -> tuple[PerMinute, Overall]:
+        """GROUPING SETS (which the ORM cannot spell) around the ORM's own, scoped, query of the
+        rows. Minutes are truncated in the session's time zone, which Django sets to UTC."""
+        lag = Extract(F("started_at") - F("available_at"), "epoch")
+        try:
+            inner, params = started.annotate(lag=lag).values("started_at", "lag").query.sql_with_params()
+        except EmptyResultSet:  # a scope of no tenants
+            return {}, (0, None, None)
+        sql = f"""
+            SELECT date_trunc('minute', started_at) AS minute, count(*),
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY lag),
+                   percentile_cont(0.99) WITHIN GROUP (ORDER BY lag)
+            FROM ({inner}) AS rows
+            GROUP BY GROUPING SETS ((date_trunc('minute', started_at)), ())
+        """
+        per_minute: PerMinute = {}
+        overall: Overall = (0, None, None)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            for minute, count, p50, p99 in cursor.fetchall():
+                if minute is None:
+                    overall = (count, p50, p99)
+                else:
+                    per_minute[minute] = (p50, p99)
+        return per_minute, overall
+
+    @contextlib.contextmanager
+    def statement_budget(self, milliseconds: int) -> Iterator[None]:
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute(f"SET LOCAL statement_timeout = {int(milliseconds)}")
+                yield
+        except OperationalError as exc:  # QueryCanceled: over budget
+            raise OverBudget from exc
+
+    def newest_first(self, walks: list[QuerySet], everything: QuerySet, start: int, stop: int) -> list[tuple]:
+        """Each walk stops after `stop` rows of its index; the union of those is sorted."""
+        if len(walks) == 1:
+            return list(walks[0][start:stop])
+        merged = walks[0][:stop].union(*(walk[:stop] for walk in walks[1:]), all=True)
+        return list(merged.order_by("-scheduled_for", "-id")[start:stop])
