@@ -1,0 +1,106 @@
+"""The benchmark's configuration: its command line, queues, default URLs and log."""
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+
+QUEUE = "tickwork.default"  # the pool `default`, where the dispatcher publishes
+BASELINE_QUEUE = "tickwork_bench.baseline"  # the bare Celery tasks' queue
+# A second baseline worker with kombu's default Redis transport (ack emulation on), which is how
+# bare Celery gets at-least-once delivery; Tickwork turns it off (its rows carry that guarantee).
+DEFAULT_TRANSPORT_QUEUE = "tickwork_bench.baseline_default_transport"
+NOTIFY_CHANNEL = "tickwork_due"  # dispatcher/wakeup.py: what executions.scheduling sends on create
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/postgres"  # any database on the server
+DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/6"
+
+
+STAGES = ("statements", "dispatch", "e2e", "lag")
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# --- Configuration ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Config:
+    pending: int
+    due: int
+    e2e: int
+    lag_rate: float
+    lag_seconds: float
+    rounds: int
+    concurrency: int
+    prefetch: int
+    batch: int
+    statement_runs: int
+    db_name: str
+    keep: bool
+    json_path: str
+    quick: bool
+    stages: list[str]
+
+
+def parse_args(argv: list[str]) -> Config:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pending", type=int, help="future executions in the table (default 1,000,000)")
+    parser.add_argument("--due", type=int, help="due executions per dispatch round (default 30,000)")
+    parser.add_argument("--e2e", type=int, help="noop jobs per end-to-end round (default 5,000)")
+    parser.add_argument("--lag-rate", type=float, default=500.0, help="jobs/s offered in the lag test (500)")
+    parser.add_argument("--lag-seconds", type=float, help="seconds of offered load per side (default 30)")
+    parser.add_argument("--rounds", type=int, help="rounds per figure, alternating with the baseline (default 3)")
+    parser.add_argument("--concurrency", type=int, default=os.cpu_count() or 2, help="worker processes (CPUs)")
+    parser.add_argument("--prefetch", type=int, default=1, help="worker prefetch multiplier (1, as configured)")
+    parser.add_argument("--batch", type=int, help="dispatch batch (default: TICKWORK_DISPATCH_BATCH)")
+    parser.add_argument("--statement-runs", type=int, help="runs per statement and database (400; claim: a tenth)")
+    parser.add_argument("--db-name", default="tickwork_bench", help="database to create; must start tickwork_bench")
+    parser.add_argument("--keep", action="store_true", help="keep the databases at the end")
+    parser.add_argument("--json", default=str(ROOT / "bench" / "results.json"), help="where to write the results")
+    parser.add_argument("--quick", action="store_true", help="smoke run: small sizes, one round")
+    parser.add_argument(
+        "--only", default=",".join(STAGES), help=f"comma-separated stages to run, of {','.join(STAGES)} (all)"
+    )
+    args = parser.parse_args(argv)
+    only = [stage.strip() for stage in args.only.split(",") if stage.strip()]
+    if unknown := set(only) - set(STAGES):
+        parser.error(f"unknown stage(s): {', '.join(sorted(unknown))}")
+    if not args.db_name.startswith("tickwork_bench"):
+        parser.error("--db-name must start with tickwork_bench: the benchmark drops it")
+    quick = args.quick
+    return Config(
+        pending=args.pending or (100_000 if quick else 1_000_000),
+        due=args.due or (3_000 if quick else 30_000),
+        e2e=args.e2e or (500 if quick else 5_000),
+        lag_rate=args.lag_rate,
+        lag_seconds=args.lag_seconds or (4.0 if quick else 30.0),
+        rounds=args.rounds or (1 if quick else 3),
+        concurrency=args.concurrency,
+        prefetch=args.prefetch,
+        batch=args.batch or 0,
+        statement_runs=args.statement_runs or (100 if quick else 400),
+        db_name=args.db_name,
+        keep=args.keep,
+        json_path=args.json,
+        quick=quick,
+        stages=only,
+    )
+
+
+def database_urls(base: str, name: str) -> tuple[str, str]:
+    """(maintenance URL, URL of database `name`) on the server that `base` points to."""
+    parts = urlsplit(base)
+    if parts.scheme not in ("postgres", "postgresql", "pgsql"):
+        sys.exit("DATABASE_URL must point to PostgreSQL (postgres://user@host:port/db)")
+    maintenance = parts.path.lstrip("/") or "postgres"
+    if maintenance.startswith("tickwork_bench"):
+        maintenance = "postgres"
+    admin = urlunsplit(("postgresql", parts.netloc, f"/{maintenance}", parts.query, ""))
+    return admin, urlunsplit(("postgresql", parts.netloc, f"/{name}", parts.query, ""))

@@ -1,0 +1,129 @@
+"""The benchmark's databases: created, filled with `INSERT … SELECT generate_series`, read, dropped."""
+
+from datetime import UTC, datetime
+
+from bench.config import NOTIFY_CHANNEL
+
+# --- The databases ----------------------------------------------------------------------------------
+
+# Jobs, their first executions and those executions' first events, in one statement: a one-off
+# `noop` job per execution, due at a random instant in [start, start + span). One priority in ten
+# is HIGH and one in ten LOW, so the claim walks all three levels. (`+ g * interval '0'` makes
+# the LATERAL depend on g, so random() is drawn per row.)
+_JOBS_AND_EXECUTIONS = """
+WITH j AS (
+    INSERT INTO jobs_job (id, tenant_id, name, type, run_at, schedule, timezone, pool, handler, payload,
+        max_attempts, backoff, initial_delay_ms, max_delay_ms, jitter, timeout_sec, priority, misfire_policy,
+        concurrency_policy, state, next_fire_at, request_fingerprint, created_at, updated_at)
+    SELECT gen_random_uuid(), %(tenant)s, 'bench ' || g, 'ONCE', t.at, '', 'UTC', 'default', 'noop', '{}',
+        3, 'EXPONENTIAL', 1000, 60000, true, 3600,
+        CASE WHEN g %% 10 = 0 THEN 0 WHEN g %% 10 = 5 THEN 2 ELSE 1 END,
+        'RUN_ONCE', 'ALLOW', 'ACTIVE', t.at, '', %(now)s, %(now)s
+    FROM generate_series(1, %(count)s) AS g
+    CROSS JOIN LATERAL (
+        SELECT %(start)s::timestamptz + random() * %(span)s * interval '1 second' + g * interval '0' AS at
+    ) AS t
+    RETURNING id, tenant_id, priority, run_at
+), e AS (
+    INSERT INTO executions_execution (id, job_id, tenant_id, pool, priority, origin, attempt, state, scheduled_for,
+        available_at, lease_token, publish_count, worker_id, error, traceback, created_at, updated_at)
+    SELECT gen_random_uuid(), j.id, j.tenant_id, 'default', j.priority, 'SCHEDULE', 1, 'PENDING', j.run_at,
+        j.run_at, 0, 0, '', '', '', %(now)s, %(now)s
+    FROM j
+    RETURNING id
+)"""
+_FIRST_EVENTS = """
+INSERT INTO executions_executionevent (execution_id, at, from_state, to_state, attempt, worker_id, message)
+SELECT e.id, %(now)s, '', 'PENDING', 1, '', 'scheduled' FROM e"""
+# Jobs, their first executions and those executions' first events, in one statement: a one-off
+# `noop` job per execution, due at a random instant in [start, start + span). One priority in ten
+# is HIGH and one in ten LOW, so the claim walks all three levels. (`+ g * interval '0'` makes
+# the LATERAL depend on g, so random() is drawn per row.)
+INSERT_SQL = _JOBS_AND_EXECUTIONS + _FIRST_EVENTS
+# The same with the dispatchers' wake-up that executions.scheduling sends with each create, still one
+# statement (so one round trip): the lag test's feeder makes 500 jobs a second on the same CPUs.
+INSERT_AND_NOTIFY_SQL = (
+    f"{_JOBS_AND_EXECUTIONS}, ev AS ({_FIRST_EVENTS} RETURNING 1)"
+    " SELECT pg_notify(%(channel)s, %(start)s::text) FROM ev"
+)
+
+
+class Database:
+    """One of the benchmark's databases: created, filled and dropped here through plain psycopg
+    (bulk SQL), beside Django's connection (the code under test)."""
+
+    def __init__(self, admin_url: str, url: str, name: str) -> None:
+        self.admin_url, self.url, self.name = admin_url, url, name
+        self.conn = None
+
+    def create(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+            admin.execute(f'CREATE DATABASE "{self.name}"')
+
+    def connect(self) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(self.url, autocommit=True)
+
+    def drop(self) -> None:
+        import psycopg
+
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        with psycopg.connect(self.admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+    def scalar(self, sql: str, params=None):
+        return self.conn.execute(sql, params).fetchone()[0]
+
+    def tenant(self, slug: str) -> int:
+        return self.scalar(
+            "INSERT INTO tenants_tenant (slug, name, weight, signing_secret, created_at)"
+            " VALUES (%s, %s, 1, md5(random()::text), now()) RETURNING id",
+            [slug, slug],
+        )
+
+    def insert(
+        self, *, tenant: int, count: int, start: datetime, span: float, chunk: int = 50_000, notify: bool = False
+    ) -> None:
+        """`count` one-off noop jobs due in [start, start + span), committed together; `notify`
+        wakes the dispatchers as executions.scheduling does."""
+        now = datetime.now(UTC)
+        if count == 1 and notify:  # autocommit: one statement, one round trip
+            params = {"tenant": tenant, "count": 1, "start": start, "span": span, "now": now}
+            self.conn.execute(INSERT_AND_NOTIFY_SQL, {**params, "channel": NOTIFY_CHANNEL})
+            return
+        with self.conn.transaction():
+            for offset in range(0, count, chunk):
+                params = {"tenant": tenant, "count": min(chunk, count - offset), "start": start, "span": span}
+                self.conn.execute(INSERT_SQL, {**params, "now": now})
+            if notify:
+                self.conn.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, start.isoformat()])
+
+    def vacuum(self) -> None:
+        for table in ("jobs_job", "executions_execution", "executions_executionevent"):
+            self.conn.execute(f"VACUUM (ANALYZE) {table}")
+
+    def pending(self) -> int:
+        return self.scalar("SELECT count(*) FROM executions_execution WHERE state = 'PENDING'")
+
+    def all_succeeded(self, tenant: int, count: int) -> bool:
+        """Whether the tenant's `count` jobs have all succeeded. Polled every 50 ms while the
+        system under test runs, so it reads only the unfinished rows (a few index probes):
+        counting the SUCCEEDED ones cost 22 ms a poll at 5,000 rows, CPU taken from the workers."""
+        unfinished = self.scalar(
+            "SELECT count(*) FROM executions_execution"
+            " WHERE tenant_id = %s AND state IN ('PENDING', 'QUEUED', 'RUNNING')",
+            [tenant],
+        )
+        return (
+            unfinished == 0
+            and self.scalar(
+                "SELECT count(*) FROM executions_execution WHERE tenant_id = %s AND state = 'SUCCEEDED'", [tenant]
+            )
+            >= count
+        )
