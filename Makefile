@@ -12,7 +12,7 @@ EMBEDDED_TESTS ?= tenants jobs executions background dispatcher worker maintenan
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install install-dev run test test-embedded lint bench clean
+.PHONY: install install-dev run test test-unit test-perf test-embedded lint bench clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -34,16 +34,27 @@ lint: install-dev
 	$(BIN)/lint-imports
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
-## Install and run the whole test suite (needs PostgreSQL and Redis on localhost), then the
-## dispatcher, sweeper, worker and API tests again on the embedded default.
+## Install and run the whole test suite but the perf layer (needs PostgreSQL, Redis and RabbitMQ
+## on localhost), then the dispatcher, sweeper, worker and API tests again on the embedded default.
 test: lint
-	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python -m pytest $(PYTEST_ARGS)
+	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python -m pytest -m "not perf" $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-embedded
+
+## The unit layer: pure logic, no server. Every server address points at a closed port, so a
+## test that reached for one would fail here rather than quietly use it.
+test-unit: install-dev
+	env -u DATABASE_URL -u CELERY_BROKER_URL -u REDIS_URL TICKWORK_VAR_DIR=$(abspath var/test-unit) \
+		TICKWORK_TEST_REDIS_URL=redis://127.0.0.1:1 TICKWORK_TEST_AMQP_URL=amqp://guest:guest@127.0.0.1:1// \
+		$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
+
+## The perf layer: the dashboard's pages against 1,000,000 executions on PostgreSQL (minutes).
+test-perf: install-dev
+	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python -m pytest -m perf $(PYTEST_ARGS)
 
 test-embedded: install-dev
 	rm -rf $(EMBEDDED_VAR_DIR)
 	env -u DATABASE_URL -u CELERY_BROKER_URL -u REDIS_URL TICKWORK_VAR_DIR=$(abspath $(EMBEDDED_VAR_DIR)) \
-		$(BIN)/python -m pytest $(EMBEDDED_TESTS) $(PYTEST_ARGS)
+		$(BIN)/python -m pytest -m "not perf" $(EMBEDDED_TESTS) $(PYTEST_ARGS)
 
 bench: install-dev
 	$(BIN)/python bench/run.py $(BENCH_ARGS)

@@ -108,3 +108,31 @@ def drive():
         return Execution.objects.get(pk=execution.pk)
 
     return go
+
+
+# --- Layers -----------------------------------------------------------------------------------------
+# Every test is in one layer, decided here rather than by hand (README, "Running the tests"):
+# e2e, browser and perf are marked by their modules; of the rest, a test that reaches the database
+# (a db fixture or marker) or is marked `integration` (it talks to Redis or RabbitMQ) is an
+# integration test, and every other one is a unit test, which `make test-unit` runs with no server.
+_OWN_LAYERS = ("e2e", "browser", "perf", "integration")
+# (pytest-django's autouse fixtures ask for django_db_setup in every test, so it says nothing.)
+_DATABASE_FIXTURES = {
+    "db",
+    "transactional_db",
+    "django_db_reset_sequences",
+    "django_db_serialized_rollback",
+    "admin_user",
+    "admin_client",
+    "live_server",
+    "live",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these markers
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if any(item.get_closest_marker(layer) for layer in _OWN_LAYERS):
+            continue
+        touches_database = item.get_closest_marker("django_db") or _DATABASE_FIXTURES & set(item.fixturenames)
+        item.add_marker(pytest.mark.integration if touches_database else pytest.mark.unit)

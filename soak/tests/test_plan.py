@@ -4,7 +4,8 @@ import random
 
 import pytest
 
-from soak.run import FAULTS, KINDS, fault_times, parse_args, plan
+from soak.config import FAULTS, KINDS, parse_args
+from soak.plan import fault_times, plan
 
 
 def test_the_short_soak_submits_every_kind_and_injects_every_fault_within_its_minute():
