@@ -6,11 +6,13 @@ run; a thread does not survive a fork, so each process checks the pid and starts
 
 import os
 import threading
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 
 class ProcessThread(threading.Thread):
     _lock = threading.Lock()
+    # Each subclass's own (read through the class's __dict__, so a subclass never sees its base's).
+    _current: ClassVar["ProcessThread"]
 
     def __init__(self, name: str) -> None:
         super().__init__(name=name, daemon=True)

@@ -66,7 +66,7 @@ class CeleryPublisher:
 
     def __init__(self, app=None) -> None:
         # The project's app (scheduler_project/celery.py), which Django's start-up makes current.
-        self.app = app if app is not None else current_app._get_current_object()
+        self.app = app if app is not None else current_app._get_current_object()  # type: ignore[attr-defined]  # a Proxy
         self._default_format: bool | None = None
         # A Redis client per (pooled, reused) channel: kombu makes a new one for every write,
         # which was a third of a small batch's publishing time.
@@ -121,7 +121,7 @@ class CeleryPublisher:
             and isinstance(channel, RedisChannel)
             and not signals.before_task_publish.receivers
             and not signals.after_task_publish.receivers
-            and not queues & set(channel._expires)
+            and not queues & set(channel._expires)  # type: ignore[attr-defined]  # kombu's, not in the stubs
         )
 
     def _publish_redis(self, channel, dispatches: Sequence[Dispatch]) -> None:

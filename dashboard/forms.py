@@ -14,7 +14,7 @@ from web import json_input
 from web.api.job_serializers import JobInputSerializer, JobUpdateSerializer
 
 # The form's fields, in the API's names where it has a flat one.
-TIMING_FIELD = {JobType.ONCE: "runAt", JobType.DELAYED: "delaySec", JobType.CRON: "schedule"}
+TIMING_FIELD: dict[str, str] = {JobType.ONCE: "runAt", JobType.DELAYED: "delaySec", JobType.CRON: "schedule"}
 RETRY_FIELDS = ("maxAttempts", "backoff", "initialDelayMs", "maxDelayMs")
 SIMPLE_FIELDS = ("timeoutSec", "priority", "misfirePolicy", "concurrencyPolicy")
 FORM_FIELDS = (
@@ -169,7 +169,9 @@ def _api_data(values: dict[str, str], names: set[str], kind: str, errors: dict[s
         payload = _parse_payload(values["payload"], errors)
         if payload is not None:
             data["payload"] = payload
-    policy = {name: values[name] for name in RETRY_FIELDS if name in names and values.get(name) != ""}
+    policy: dict[str, str | bool] = {
+        name: values[name] for name in RETRY_FIELDS if name in names and values.get(name) != ""
+    }
     if "jitter" in names:
         policy["jitter"] = values["jitter"] == "true"
     if policy:

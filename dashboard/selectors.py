@@ -274,23 +274,25 @@ def workers(*, scope: list[int] | None, now: datetime) -> list[Worker]:
             .order_by("worker_id", "started_at")
             .values("id", "worker_id", "job__name")[: WORKER_SAMPLE * 50]
         )
-        for row in sample:
-            worker = found[row["worker_id"]]
+        for sampled in sample:
+            worker = found[sampled["worker_id"]]
             if len(worker.running) < WORKER_SAMPLE:
-                worker.running.append(row)
+                worker.running.append(dict(sampled))
     recent = (
         executions.filter(finished_at__gte=now - IDLE_WORKER_WINDOW)
         .exclude(worker_id="")
         .values("worker_id")
         .annotate(last=Max("finished_at"))
     )
-    for row in recent:
-        worker = found.get(row["worker_id"])
-        if worker is None:
-            found[row["worker_id"]] = Worker(worker_id=row["worker_id"], alive=True, last_seen=row["last"])
-        elif worker.last_seen is None or row["last"] > worker.last_seen:
-            worker.last_seen = row["last"]
-            worker.alive = worker.alive or row["last"] >= now - lease
+    for finished in recent:
+        seen = found.get(finished["worker_id"])
+        if seen is None:
+            found[finished["worker_id"]] = Worker(
+                worker_id=finished["worker_id"], alive=True, last_seen=finished["last"]
+            )
+        elif seen.last_seen is None or finished["last"] > seen.last_seen:
+            seen.last_seen = finished["last"]
+            seen.alive = seen.alive or finished["last"] >= now - lease
     return sorted(found.values(), key=lambda w: (not w.alive, w.worker_id))
 
 
@@ -342,7 +344,7 @@ def job_page(*, scope: list[int] | None, filters: JobFilters, page: int) -> tupl
         last_run_error=_last_run(scope, "error"),
     ).order_by("-created_at", "-id")
     start = (page - 1) * PAGE_SIZE
-    rows = list(jobs[start : start + PAGE_SIZE + 1])
+    rows: list[Job] = list(jobs[start : start + PAGE_SIZE + 1])
     return rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
 
 

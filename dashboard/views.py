@@ -7,11 +7,13 @@ import uuid
 import zoneinfo
 from datetime import UTC, datetime, timedelta
 from functools import wraps
+from typing import cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView, LogoutView
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.urls import reverse, reverse_lazy
 from django.utils import timezone
@@ -40,6 +42,12 @@ CANCELLABLE = frozenset({S.PENDING, *EXECUTION_ACTIVE})
 NAV_DEAD_CAP = 999
 
 
+class ScopedRequest(HttpRequest):
+    """A request that `operator_view` let through, with the caller's tenant scope on it."""
+
+    tenant_scope: list[int] | None
+
+
 def operator_view(view):
     """Behind login; the caller's tenant scope is computed once, as `request.tenant_scope` (not
     `request.scope`: on ASGI that is the connection's scope dict)."""
@@ -53,13 +61,14 @@ def operator_view(view):
             names = ", ".join(printable(name) for name in nul)
             message = f"a NUL character (\\u0000) in the query parameter(s) {names}"
             return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
-        request.tenant_scope = scope_of(user=request.user)
-        return view(request, *args, **kwargs)
+        scoped = cast(ScopedRequest, request)
+        scoped.tenant_scope = scope_of(user=request.user)
+        return view(scoped, *args, **kwargs)
 
     return wrapped
 
 
-def _page(request: HttpRequest, template: str, context: dict) -> HttpResponse:
+def _page(request: ScopedRequest, template: str, context: dict) -> HttpResponse:
     """Render a page with what every page shows: the dead-letter badge and the live cursor."""
     scope = request.tenant_scope
     dead, dead_exact = selectors.capped_count(
@@ -78,14 +87,14 @@ def _page(request: HttpRequest, template: str, context: dict) -> HttpResponse:
     return render(request, template, context)
 
 
-def _page_number(request: HttpRequest) -> int:
+def _page_number(request: ScopedRequest) -> int:
     try:
         return max(1, min(int(request.GET.get("page", "1")), 10_000))
     except ValueError:
         return 1
 
 
-def _redirect_back(request: HttpRequest, fallback: str) -> HttpResponseRedirect:
+def _redirect_back(request: ScopedRequest, fallback: str) -> HttpResponseRedirect:
     target = request.POST.get("next") or ""
     if not url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
@@ -106,7 +115,7 @@ def _parse_when(value: str) -> datetime | None:
         return None
 
 
-def _querystring(request: HttpRequest, **changes) -> str:
+def _querystring(request: ScopedRequest, **changes) -> str:
     query = request.GET.copy()
     for key, value in changes.items():
         if value is None:
@@ -116,7 +125,7 @@ def _querystring(request: HttpRequest, **changes) -> str:
     return query.urlencode()
 
 
-def _pager(request: HttpRequest, page: int, has_next: bool) -> dict:
+def _pager(request: ScopedRequest, page: int, has_next: bool) -> dict:
     return {
         "page": page,
         "prev_qs": _querystring(request, page=str(page - 1)) if page > 1 else None,
@@ -130,11 +139,11 @@ def _pager(request: HttpRequest, page: int, has_next: bool) -> dict:
 class OperatorLoginView(LoginView):
     template_name = "registration/login.html"
     redirect_authenticated_user = True
-    next_page = reverse_lazy("dashboard:overview")
+    next_page = "dashboard:overview"  # a URL name: the view resolves it
 
 
 class OperatorLogoutView(LogoutView):
-    next_page = reverse_lazy("login")
+    next_page = "login"
 
 
 # --- Overview -------------------------------------------------------------------------------------
@@ -142,7 +151,7 @@ class OperatorLogoutView(LogoutView):
 
 @require_GET
 @operator_view
-def overview(request: HttpRequest) -> HttpResponse:
+def overview(request: ScopedRequest) -> HttpResponse:
     now = timezone.now()
     scope = request.tenant_scope
     state_counts = selectors.execution_state_counts(scope=scope)
@@ -170,7 +179,7 @@ def overview(request: HttpRequest) -> HttpResponse:
 # --- Jobs -----------------------------------------------------------------------------------------
 
 
-def _job_or_404(request: HttpRequest, job_id):
+def _job_or_404(request: ScopedRequest, job_id):
     job = job_get(scope=request.tenant_scope, job_id=job_id)
     if job is None:
         raise Http404("no such job")
@@ -179,7 +188,7 @@ def _job_or_404(request: HttpRequest, job_id):
 
 @require_GET
 @operator_view
-def job_list(request: HttpRequest) -> HttpResponse:
+def job_list(request: ScopedRequest) -> HttpResponse:
     now = timezone.now()
     filters = selectors.JobFilters(
         q=request.GET.get("q", "").strip(),
@@ -209,7 +218,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _form_context(request: HttpRequest, form: forms.JobForm, **extra) -> dict:
+def _form_context(request: ScopedRequest, form: forms.JobForm, **extra) -> dict:
     return {
         "section": "jobs",
         "form": form,
@@ -229,7 +238,7 @@ def _form_context(request: HttpRequest, form: forms.JobForm, **extra) -> dict:
 
 @require_http_methods(["GET", "POST"])
 @operator_view
-def job_create(request: HttpRequest) -> HttpResponse:
+def job_create(request: ScopedRequest) -> HttpResponse:
     actor = Actor.of(request)
     tenants = selectors.tenants_in_scope(scope=request.tenant_scope)
     if request.method == "GET":
@@ -250,6 +259,8 @@ def job_create(request: HttpRequest) -> HttpResponse:
             now=now,
         )
         return _page(request, "dashboard/job_form.html", _form_context(request, form, creating=True))
+    # Valid: the form has its serializer, and the tenant was found (else an error above).
+    assert tenant is not None and form.serializer is not None
     try:
         job = services.job_create_audited(actor=actor, tenant=tenant, fields=form.serializer.to_model_fields(), now=now)
     except ActionRefused as exc:
@@ -261,7 +272,7 @@ def job_create(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @operator_view
-def job_detail(request: HttpRequest, job_id: uuid.UUID) -> HttpResponse:
+def job_detail(request: ScopedRequest, job_id: uuid.UUID) -> HttpResponse:
     job = _job_or_404(request, job_id)
     now = timezone.now()
     page = _page_number(request)
@@ -285,7 +296,7 @@ def job_detail(request: HttpRequest, job_id: uuid.UUID) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 @operator_view
-def job_edit(request: HttpRequest, job_id: uuid.UUID) -> HttpResponse:
+def job_edit(request: ScopedRequest, job_id: uuid.UUID) -> HttpResponse:
     job = _job_or_404(request, job_id)
     if request.method == "GET":
         form = forms.JobForm(values=forms.initial_values(job))
@@ -299,6 +310,7 @@ def job_edit(request: HttpRequest, job_id: uuid.UUID) -> HttpResponse:
                 actor=actor, action="job.update", target=Target.of_job(job), errors=form.error_summary(), now=now
             )
         return _page(request, "dashboard/job_form.html", _form_context(request, form, job=job, creating=False))
+    assert form.serializer is not None  # valid: the form has its serializer
     fields = form.serializer.to_model_fields()
     fields.pop("type", None)
     try:
@@ -312,7 +324,7 @@ def job_edit(request: HttpRequest, job_id: uuid.UUID) -> HttpResponse:
 
 @require_POST
 @operator_view
-def job_action(request: HttpRequest, job_id: uuid.UUID, action: str) -> HttpResponse:
+def job_action(request: ScopedRequest, job_id: uuid.UUID, action: str) -> HttpResponse:
     if action not in services.JOB_ACTIONS:
         raise Http404("no such action")
     actor = Actor.of(request)
@@ -333,7 +345,7 @@ def job_action(request: HttpRequest, job_id: uuid.UUID, action: str) -> HttpResp
 # --- Executions ----------------------------------------------------------------------------------
 
 
-def _execution_filters(request: HttpRequest) -> selectors.ExecutionFilters:
+def _execution_filters(request: ScopedRequest) -> selectors.ExecutionFilters:
     state = request.GET.get("state", "")
     return selectors.ExecutionFilters(
         state=state if state in S.values else "",
@@ -347,7 +359,7 @@ def _execution_filters(request: HttpRequest) -> selectors.ExecutionFilters:
 
 @require_GET
 @operator_view
-def execution_list_view(request: HttpRequest) -> HttpResponse:
+def execution_list_view(request: ScopedRequest) -> HttpResponse:
     filters = _execution_filters(request)
     page = _page_number(request)
     result = selectors.execution_page(scope=request.tenant_scope, filters=filters, page=page, now=timezone.now())
@@ -373,7 +385,7 @@ def execution_list_view(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _execution_or_404(request: HttpRequest, execution_id):
+def _execution_or_404(request: ScopedRequest, execution_id):
     execution = execution_get(scope=request.tenant_scope, execution_id=execution_id)
     if execution is None:
         raise Http404("no such execution")
@@ -382,7 +394,7 @@ def _execution_or_404(request: HttpRequest, execution_id):
 
 @require_GET
 @operator_view
-def execution_detail(request: HttpRequest, execution_id: uuid.UUID) -> HttpResponse:
+def execution_detail(request: ScopedRequest, execution_id: uuid.UUID) -> HttpResponse:
     execution = _execution_or_404(request, execution_id)
     events = selectors.execution_events_of(execution=execution)
     return _page(
@@ -404,7 +416,7 @@ def execution_detail(request: HttpRequest, execution_id: uuid.UUID) -> HttpRespo
 
 @require_POST
 @operator_view
-def execution_action(request: HttpRequest, execution_id: uuid.UUID, action: str) -> HttpResponse:
+def execution_action(request: ScopedRequest, execution_id: uuid.UUID, action: str) -> HttpResponse:
     if action not in ("cancel", "retry"):
         raise Http404("no such action")
     actor = Actor.of(request)
@@ -437,7 +449,7 @@ MAX_BULK = 500
 
 @require_POST
 @operator_view
-def executions_retry(request: HttpRequest) -> HttpResponse:
+def executions_retry(request: ScopedRequest) -> HttpResponse:
     """Re-drive the selected executions (the dead-letter view's "Retry selected")."""
     actor = Actor.of(request)
     wanted = []
@@ -470,7 +482,7 @@ def executions_retry(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @operator_view
-def audit_log(request: HttpRequest) -> HttpResponse:
+def audit_log(request: ScopedRequest) -> HttpResponse:
     filters = selectors.AuditFilters(
         actor=request.GET.get("actor", "").strip(),
         action=request.GET.get("action", "").strip(),
@@ -505,7 +517,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
 # --- Static files -----------------------------------------------------------------------------------
 
 
-def static_asset(request: HttpRequest, path: str) -> HttpResponse:
+def static_asset(request: HttpRequest, path: str) -> HttpResponseBase:
     """Static files straight from the apps' static folders, for installs with no web server in
     front of the ASGI server (the standalone mode). A proxy or CDN in front serves them instead."""
     from django.contrib.staticfiles.views import serve

@@ -38,11 +38,19 @@ def request_fingerprint(data: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def first_fire(*, job: Job, now: datetime) -> datetime | None:
-    """When a job's schedule first fires, or None for a one-off whose run_at is unset."""
-    if job.type == JobType.CRON:
-        return cron.next_fire(job.schedule, job.timezone, now)
-    return job.run_at
+def first_fire(*, job: Job, now: datetime) -> datetime:
+    """When a job's schedule first fires (a DELAYED job's run_at is set from its delay first).
+    The API has refused a job without one: a one-off with no time, a schedule that never fires."""
+    fire = cron.next_fire(job.schedule, job.timezone, now) if job.type == JobType.CRON else job.run_at
+    if fire is None:
+        raise ValueError(f"job {job.pk} ({job.type}) has no first fire")
+    return fire
+
+
+def _delayed_run_at(job: Job, now: datetime) -> datetime:
+    if job.delay_sec is None:
+        raise ValueError(f"DELAYED job {job.pk} has no delay")
+    return now + timedelta(seconds=job.delay_sec)
 
 
 def execution_create(*, job: Job, scheduled_for: datetime, now: datetime, origin: str = Origin.SCHEDULE) -> Execution:
@@ -89,7 +97,7 @@ def job_create(
                     )
             job = Job(tenant=tenant, idempotency_key=idempotency_key or None, request_fingerprint=fingerprint, **fields)
             if job.type == JobType.DELAYED:
-                job.run_at = now + timedelta(seconds=job.delay_sec)
+                job.run_at = _delayed_run_at(job, now)
             job.next_fire_at = first_fire(job=job, now=now)
             job.save()
             execution_create(job=job, scheduled_for=job.next_fire_at, now=now)
@@ -127,7 +135,7 @@ def job_update(*, job: Job, fields: dict[str, Any], now: datetime) -> Job:
     pending = Execution.objects.filter(job=job, state=ExecutionState.PENDING)
     if _TIMING_FIELDS & fields.keys():
         if job.type == JobType.DELAYED and "delay_sec" in fields:
-            job.run_at = now + timedelta(seconds=job.delay_sec)
+            job.run_at = _delayed_run_at(job, now)
         fire = first_fire(job=job, now=now)
         job.next_fire_at = fire
         moved = pending.filter(origin=Origin.SCHEDULE, attempt=1).update(

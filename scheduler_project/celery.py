@@ -20,4 +20,4 @@ def _own_connection_pool(**kwargs) -> None:
     with connections the parent still holds: each pool process starts a pool of its own."""
     from django.db.backends.postgresql.base import DatabaseWrapper
 
-    DatabaseWrapper._connection_pools.clear()
+    DatabaseWrapper._connection_pools.clear()  # type: ignore[attr-defined]  # private, not in the stubs

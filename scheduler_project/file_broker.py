@@ -11,6 +11,7 @@ consumers pass over (they take only `<queue>.msg`) and renamed into place, which
 import os
 import uuid
 from time import monotonic
+from typing import Any
 
 from kombu.exceptions import ChannelError
 from kombu.transport import TRANSPORT_ALIASES, filesystem
@@ -19,7 +20,7 @@ from kombu.utils.json import dumps
 
 
 class Channel(filesystem.Channel):
-    def _put(self, queue, payload, **kwargs):
+    def _put(self, queue: str, payload: dict[str, Any], **kwargs: Any) -> None:  # type: ignore[override]  # the stubs of its two bases name the parameter differently
         name = f"{round(monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"  # kombu's naming and order
         final = os.path.join(self.data_folder_out, name)
         partial = f"{final}.part"

@@ -15,6 +15,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 logger = logging.getLogger("tickwork.standalone")
 PR_SET_PDEATHSIG = 1
@@ -37,7 +38,7 @@ class Child:
     next_start: float = 0.0
     started_at: float = 0.0
     log_path: Path | None = None
-    log_file: object = field(default=None, repr=False)
+    log_file: BinaryIO | None = field(default=None, repr=False)
 
     @property
     def pid(self) -> int | None:
@@ -66,11 +67,12 @@ class Supervisor:
         child.started_at = time.monotonic()
         logger.info("started %s (pid %s), log %s", child.name, child.pid, child.log_path)
 
-    def _reap(self, child: Child) -> None:
+    def _reap(self, child: Child, process: subprocess.Popen) -> None:
         """A child exited: make sure nothing it forked lingers, then plan its restart."""
-        code = child.process.returncode
-        _kill_group(child.process.pid, signal.SIGKILL)
-        child.log_file.close()
+        code = process.returncode
+        _kill_group(process.pid, signal.SIGKILL)
+        if child.log_file:
+            child.log_file.close()
         # A child that ran a while gets restarted at once; one that keeps crashing, slower.
         quick_crash = time.monotonic() - child.started_at < 10
         child.restarts += 1
@@ -87,7 +89,7 @@ class Supervisor:
         while not self.stopping:
             for child in self.children:
                 if child.process is not None and child.process.poll() is not None and not self.stopping:
-                    self._reap(child)
+                    self._reap(child, child.process)
                 if child.process is None and time.monotonic() >= child.next_start and not self.stopping:
                     self.start(child)
             time.sleep(0.2)
@@ -105,19 +107,20 @@ class Supervisor:
         and record their queued outcomes. Celery's main process can take longer than this to
         finish its own shutdown on the file broker (7-8 s measured with no task at all); it holds
         no run, so ending it loses nothing (a message it had taken is re-published from its row)."""
-        running = [c for c in self.children if c.process is not None]
-        for child in running:
-            _kill_group(child.process.pid, signal.SIGTERM)
+        running = [(c, c.process) for c in self.children if c.process is not None]
+        for _, process in running:
+            _kill_group(process.pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        for child in running:
+        for child, process in running:
             try:
-                child.process.wait(max(0.1, deadline - time.monotonic()))
+                process.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 logger.warning("%s did not stop in %.0fs; killing it", child.name, timeout)
             # Whatever is left of the group (e.g. pool processes) goes too.
-            _kill_group(child.process.pid, signal.SIGKILL)
-            child.process.wait()
-            child.log_file.close()
+            _kill_group(process.pid, signal.SIGKILL)
+            process.wait()
+            if child.log_file:
+                child.log_file.close()
         logger.info("all roles stopped")
 
 

@@ -114,8 +114,7 @@ class EventInline(admin.TabularInline):
     extra = 0
     max_num = 0
     can_delete = False
-    fields = ["at", "from_state", "to_state", "attempt", "worker_id", "message"]
-    readonly_fields = fields
+    fields = readonly_fields = ("at", "from_state", "to_state", "attempt", "worker_id", "message")
 
 
 @admin.register(Execution)

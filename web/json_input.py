@@ -111,6 +111,8 @@ def _check_value(value: Any, field: str) -> None:
 
 
 def _unstorable_message(text: str, where: str) -> str:
-    char = _UNSTORABLE.search(text).group()
+    found = _UNSTORABLE.search(text)
+    assert found is not None  # called only for text in which it was found
+    char = found.group()
     kind = "a NUL character" if char == "\x00" else "a lone surrogate (half of a UTF-16 pair)"
     return f"{where} contains {kind}, \\u{ord(char):04x}, which cannot be stored"

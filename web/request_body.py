@@ -85,7 +85,7 @@ class BodyLimitedWebRequest(http_protocol.WebRequest):
             transport.loseWriteConnection()
         else:
             transport.loseConnection()
-        reactor.callLater(DRAIN_SECONDS, transport.abortConnection)
+        reactor.callLater(DRAIN_SECONDS, transport.abortConnection)  # type: ignore[arg-type]  # twisted's module-level reactor is mistyped
 
 
 def limit_daphne_request_bodies() -> None:

@@ -96,6 +96,12 @@ class Pagination(CursorPagination):
         return parameters
 
 
+class ExecutionPagination(Pagination):
+    """Executions, newest scheduled first."""
+
+    ordering = "-scheduled_for"
+
+
 def exception_handler(exc, context):
     # Imported here: DRF loads this module while the apps' API modules are being imported.
     from rest_framework.views import exception_handler as drf_exception_handler

@@ -5,6 +5,8 @@ pools, timezones), and links between operations for clients and stateful testers
 tests_schema/ holds the server to it with schemathesis against a live web role.
 """
 
+from typing import Any
+
 from drf_spectacular import openapi
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from rest_framework.mixins import ListModelMixin
@@ -109,7 +111,7 @@ class TimezoneFieldExtension(OpenApiSerializerFieldExtension):
     def map_serializer_field(self, auto_schema, direction):
         from web.api.job_serializers import known_timezones
 
-        schema = {"type": "string", "description": "An IANA timezone name."}
+        schema: dict[str, Any] = {"type": "string", "description": "An IANA timezone name."}
         if direction == "request":
             schema["enum"] = sorted(known_timezones())
         return schema

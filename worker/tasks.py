@@ -1,6 +1,7 @@
 import os
 import signal
 import threading
+from typing import Any
 
 from billiard.process import active_children
 from celery import shared_task
@@ -34,6 +35,8 @@ def release_on_shutdown(**kwargs) -> None:
     processes, which are sent SIGTERM as systemd would (Kubernetes signals only the main process)."""
     runner.release_runs()
     for child in active_children():
+        if child.pid is None:  # not started
+            continue
         try:
             os.kill(child.pid, signal.SIGTERM)
         except ProcessLookupError:
@@ -53,7 +56,7 @@ class _SigtermDuringRun:
 
     def __init__(self) -> None:
         self.pid = 0
-        self.previous = None
+        self.previous: Any = None  # the SIGTERM handler this one replaced
         self.running = False
         self.pending: tuple | None = None  # the signal that came while a task ran
 

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, cast
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -378,9 +378,22 @@ class DueListener:
 OPEN_STATES = [s for s in ExecutionState if s not in TERMINAL]
 
 
+def _field(name: str) -> Field:
+    """A concrete field of Execution (get_field could also answer a reverse relation)."""
+    field = Execution._meta.get_field(name)
+    assert isinstance(field, Field), name
+    return field
+
+
+def _column(name: str) -> str:
+    column = _field(name).column
+    assert column is not None, name  # a concrete field always has one
+    return column
+
+
 @functools.cache
 def _moved_fields() -> list[Field]:
-    return [Execution._meta.get_field(column) for column in MOVED_COLUMNS.split(", ")]
+    return [_field(column) for column in MOVED_COLUMNS.split(", ")]
 
 
 def update_sql(
@@ -396,7 +409,7 @@ def update_sql(
     third of a worker's CPU per run. An expression (F("attempt") + 1) takes the compiler's way."""
     if any(isinstance(value, Combinable) for value in values.values()):
         assert not extra_sets
-        query = Execution.objects.filter(**where).query.chain(UpdateQuery)
+        query = cast(UpdateQuery, Execution.objects.filter(**where).query.chain(UpdateQuery))
         query.add_update_values(values)
         return query.get_compiler(db.alias).as_sql()
     sql, set_preps, where_preps = _update_shape(tuple(values), tuple(where), extra_sets)
@@ -413,10 +426,10 @@ def _update_shape(set_names: tuple[str, ...], where_names: tuple[str, ...], extr
     building them (and looking up each field's conversion) was most of `update_sql`'s time. Both
     stores quote names alike."""
     meta, quote = Execution._meta, connections[DEFAULT_DB_ALIAS].ops.quote_name
-    sets = [f"{quote(meta.get_field(name).column)} = %s" for name in set_names]
+    sets = [f"{quote(_column(name))} = %s" for name in set_names]
     if extra_sets:
         sets.append(extra_sets)
-    conditions = [f"{quote(meta.get_field(name).column)} = %s" for name in where_names]
+    conditions = [f"{quote(_column(name))} = %s" for name in where_names]
     sql = f"UPDATE {quote(meta.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}"
     return sql, [_prep(name, save=True) for name in set_names], [_prep(name, save=False) for name in where_names]
 
@@ -424,7 +437,7 @@ def _update_shape(set_names: tuple[str, ...], where_names: tuple[str, ...], extr
 def _prep(name: str, *, save: bool) -> Callable[[Any, BaseDatabaseWrapper], Any]:
     """How a value of field `name` becomes a parameter: what the ORM would do, except where the
     driver takes the Python value as it is (strings, numbers, aware datetimes, None)."""
-    field = Execution._meta.get_field(name)
+    field = _field(name)
     kind = field.get_internal_type()
     if kind in ("CharField", "TextField", "IntegerField", "PositiveIntegerField", "BigIntegerField"):
         return _as_is

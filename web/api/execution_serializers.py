@@ -71,4 +71,4 @@ class ExecutionDetailSerializer(ExecutionSerializer):
     def get_events(self, execution: Execution) -> list[dict]:
         from executions.selectors import execution_events
 
-        return ExecutionEventSerializer(execution_events(execution=execution), many=True).data
+        return ExecutionEventSerializer(execution_events(execution=execution), many=True).data  # type: ignore[return-value]  # a ReturnList

@@ -11,6 +11,7 @@ from executions.services import execution_cancel, execution_redrive
 from tenants.selectors import scope_of
 from web.api.execution_filters import ExecutionFilter
 from web.api.execution_serializers import ExecutionDetailSerializer, ExecutionSerializer
+from web.rest import ExecutionPagination
 
 
 def _execution_or_404(request, execution_id) -> Execution:
@@ -23,13 +24,10 @@ def _execution_or_404(request, execution_id) -> Execution:
 class ExecutionListApi(generics.ListAPIView):
     serializer_class = ExecutionSerializer
     filterset_class = ExecutionFilter
+    pagination_class = ExecutionPagination
 
     def get_queryset(self):
         return execution_list(scope=scope_of(user=self.request.user))
-
-    def paginate_queryset(self, queryset):
-        self.paginator.ordering = "-scheduled_for"
-        return super().paginate_queryset(queryset)
 
 
 class ExecutionDetailApi(APIView):

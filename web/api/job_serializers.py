@@ -17,6 +17,8 @@ from jobs.payloads import StrictSerializer
 from web.api.execution_serializers import ExecutionSerializer
 
 MAX_DELAY_SEC = 10 * 365 * 86400
+# The field that says when each type of job fires.
+TIMING_FIELD_OF: dict[str, str] = {JobType.ONCE: "runAt", JobType.DELAYED: "delaySec", JobType.CRON: "schedule"}
 
 
 class ChoiceField(serializers.ChoiceField):
@@ -192,13 +194,14 @@ class JobInputSerializer(StrictSerializer):
         job: Job | None = self.instance
         if job is not None and "type" in attrs and attrs["type"] != job.type:
             raise serializers.ValidationError({"type": [f"cannot change a {job.type} job into {attrs['type']}"]})
-        kind = attrs.get("type") or job.type
+        # A create has its type (a required field); an update keeps the job's unless it repeats it.
+        kind: str = attrs["type"] if job is None else attrs.get("type") or job.type
         merged = {
             "runAt": attrs.get("runAt", job.run_at if job else None),
             "delaySec": attrs.get("delaySec", job.delay_sec if job else None),
             "schedule": attrs.get("schedule", job.schedule if job else ""),
         }
-        required = {JobType.ONCE: "runAt", JobType.DELAYED: "delaySec", JobType.CRON: "schedule"}[kind]
+        required = TIMING_FIELD_OF[kind]
         if merged[required] in (None, ""):
             raise serializers.ValidationError({required: [f"is required for type {kind}"]})
         for name in ("runAt", "delaySec", "schedule"):
@@ -232,7 +235,13 @@ class JobInputSerializer(StrictSerializer):
         """The payload must fit its handler's declared shape: checked when either changes."""
         if "payload" not in attrs and "target" not in attrs:
             return
-        spec = registry.get(attrs["target"]["handler"] if "target" in attrs else job.handler)
+        if "target" in attrs:
+            handler = attrs["target"]["handler"]
+        elif job is not None:
+            handler = job.handler
+        else:  # a create without a target, refused as such
+            return
+        spec = registry.get(handler)
         payload = attrs["payload"] if "payload" in attrs else (job.payload if job is not None else {})
         errors = registry.payload_errors(spec, payload) if spec is not None else None
         if errors:
@@ -277,7 +286,7 @@ class JobInputSerializer(StrictSerializer):
 class JobUpdateSerializer(JobInputSerializer):
     """An update (PUT or PATCH): what is given changes; a job's tenant never does."""
 
-    tenant = None
+    tenant = None  # type: ignore[assignment]  # DRF's way to drop a declared field
     refused_fields = {"tenant": "cannot be changed: a job stays in the tenant it was created in"}
 
 
@@ -323,7 +332,7 @@ class JobDetailOutputSerializer(JobOutputSerializer):
     def get_latestExecutions(self, job: Job) -> list[dict]:
         from executions.selectors import latest_executions
 
-        return ExecutionSerializer(latest_executions(job_id=job.pk), many=True).data
+        return ExecutionSerializer(latest_executions(job_id=job.pk), many=True).data  # type: ignore[return-value]  # a ReturnList
 
 
 class FireTimeSerializer(serializers.Serializer):

@@ -35,6 +35,7 @@ from web.api.job_serializers import (
     SchedulePreviewSerializer,
     TimezoneField,
 )
+from web.rest import ExecutionPagination
 
 # What the request schema cannot say (OpenAPI 3.0 has no rules between fields); a body that breaks
 # one is a 400 naming the field.
@@ -167,16 +168,13 @@ class JobTriggerApi(APIView):
 
 class JobExecutionsApi(generics.ListAPIView):
     serializer_class = ExecutionSerializer
+    pagination_class = ExecutionPagination
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no request, no job
             return Execution.objects.none()
         job = _job_or_404(self.request, self.kwargs["job_id"])
         return execution_list(scope=scope_of(user=self.request.user)).filter(job=job)
-
-    def paginate_queryset(self, queryset):
-        self.paginator.ordering = "-scheduled_for"
-        return super().paginate_queryset(queryset)
 
 
 class PreviewQuerySerializer(serializers.Serializer):
@@ -188,7 +186,9 @@ class PreviewQuerySerializer(serializers.Serializer):
     def to_internal_value(self, data):
         # `count=` is a parameter given empty, not one left out: DRF would take its default, and
         # the schema (an integer) says it is refused.
-        blank = {name: ["This field may not be blank."] for name in self.fields if data.get(name, None) == ""}
+        blank: dict[str, list[str]] = {
+            name: ["This field may not be blank."] for name in self.fields.keys() if data.get(name, None) == ""
+        }
         if blank:
             raise serializers.ValidationError(blank)
         return super().to_internal_value(data)
