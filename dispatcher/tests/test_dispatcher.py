@@ -11,6 +11,7 @@ from executions.services import execution_cancel
 from executions.states import InvalidTransition
 from executions.store import store
 from jobs import cron
+from jobs import transitions as job_transitions
 from jobs.models import Job, Priority
 from testing.harness import history
 from testing.steps import claim, dispatch, start, succeed
@@ -29,7 +30,7 @@ def test_claim_takes_due_executions_only_and_publishes_them_under_a_new_lease(te
     due = make_job(tenant, run_at=now - timedelta(seconds=1))
     later = make_job(tenant, run_at=now + timedelta(seconds=1))
     paused = make_job(tenant, run_at=now - timedelta(seconds=1))
-    Job.objects.filter(pk=paused.pk).update(state="PAUSED")
+    assert job_transitions.job_pause(job_id=paused.pk, now=now)
 
     sent = claim(now)
 
