@@ -30,8 +30,9 @@ def _database_time() -> datetime:
 
 
 def test_defect12_db_now_is_the_database_clock_without_a_statement_per_call(postgres, monkeypatch):
-    """The first call measures the database's clock (one statement); the calls after it read it
-    off the monotonic clock, with no statement, until the measurement is REFRESH_SECONDS old."""
+    """The first call measures the database's clock (READINGS statements, once); the calls after
+    it read it off the monotonic clock, with no statement, until the measurement is
+    REFRESH_SECONDS old."""
     monkeypatch.setattr(clock, "_anchor", None)
     with CaptureQueriesContext(connection) as first:
         before = clock.db_now()
@@ -39,7 +40,7 @@ def test_defect12_db_now_is_the_database_clock_without_a_statement_per_call(post
         times = [clock.db_now() for _ in range(100)]
     after = _database_time()
 
-    assert len(first) == 1 and len(later) == 0
+    assert len(first) == clock.READINGS and len(later) == 0
     assert times == sorted(times)
     # Off by at most half the measuring round trip (more if this process was descheduled in it).
     assert abs(after - times[-1]) < timedelta(seconds=1)
@@ -49,7 +50,29 @@ def test_defect12_db_now_is_the_database_clock_without_a_statement_per_call(post
     monkeypatch.setattr(clock, "_anchor", (mono - clock.REFRESH_SECONDS, at))
     with CaptureQueriesContext(connection) as refreshed:
         clock.db_now()
-    assert len(refreshed) == 1
+    assert len(refreshed) == clock.READINGS
+
+
+def test_the_reading_with_the_shortest_round_trip_is_kept(monkeypatch):
+    """A first reading that waited 60 ms (opening the connection, say) would put the anchor 30 ms
+    off; the reading whose round trip was shortest anchors the clock instead."""
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    answers = iter([base, base + timedelta(seconds=1.001), base + timedelta(seconds=2.005)])
+    ticks = iter([10.0, 10.060, 11.0, 11.002, 12.0, 12.010])  # before and after each reading
+
+    class Remote:
+        remote_clock = True
+
+        def measure_clock(self):
+            return next(answers)
+
+    monkeypatch.setattr(clock, "store", Remote)
+    real = clock.time.monotonic
+    monkeypatch.setattr(clock.time, "monotonic", lambda: next(ticks, None) or real())
+    monkeypatch.setattr(clock, "_anchor", None)
+
+    midpoint, database_time = clock.measure()
+    assert midpoint == pytest.approx(11.001) and database_time == base + timedelta(seconds=1.001)
 
 
 def test_defect12_db_now_in_a_process_whose_clock_is_25s_behind_is_the_database_clock(postgres):
