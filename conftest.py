@@ -37,6 +37,13 @@ def other_api(other_tenant) -> APIClient:
     return _client_for(other_tenant)
 
 
+@pytest.fixture
+def exact_admission(settings):
+    """A pool admits exactly its slots: no buffer on the broker, so each claim shows its choice."""
+    settings.TICKWORK_ADMIT_HEADROOM = 1.0
+    settings.TICKWORK_ADMIT_MAX_BUFFER = 0
+
+
 # --- Factories ------------------------------------------------------------------------------------
 # Jobs are made through the service (as the API makes them), so each has its first execution.
 # Executions are moved on through the state machine, never by writing `state` directly.

@@ -20,7 +20,7 @@ DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/postgres"  # any data
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/6"
 
 
-STAGES = ("statements", "dispatch", "e2e", "lag")
+STAGES = ("statements", "dispatch", "e2e", "lag", "fairness")
 
 
 def log(message: str) -> None:
@@ -47,6 +47,10 @@ class Config:
     json_path: str
     quick: bool
     stages: list[str]
+    herd: int
+    herd_tenants: int
+    fair_backlog: int
+    noisy_backlog: int
 
 
 def parse_args(argv: list[str]) -> Config:
@@ -59,6 +63,8 @@ def parse_args(argv: list[str]) -> Config:
     parser.add_argument("--rounds", type=int, help="rounds per figure, alternating with the baseline (default 3)")
     parser.add_argument("--concurrency", type=int, default=os.cpu_count() or 2, help="worker processes (CPUs)")
     parser.add_argument("--prefetch", type=int, default=1, help="worker prefetch multiplier (1, as configured)")
+    parser.add_argument("--herd", type=int, help="executions due at once in the herd (default 100,000)")
+    parser.add_argument("--herd-tenants", type=int, help="tenants they belong to (default 500)")
     parser.add_argument("--batch", type=int, help="dispatch batch (default: TICKWORK_DISPATCH_BATCH)")
     parser.add_argument("--statement-runs", type=int, help="runs per statement and database (400; claim: a tenth)")
     parser.add_argument("--db-name", default="tickwork_bench", help="database to create; must start tickwork_bench")
@@ -91,6 +97,10 @@ def parse_args(argv: list[str]) -> Config:
         json_path=args.json,
         quick=quick,
         stages=only,
+        herd=args.herd or (10_000 if quick else 100_000),
+        herd_tenants=args.herd_tenants or (100 if quick else 500),
+        fair_backlog=500 if quick else 2_000,
+        noisy_backlog=2_000 if quick else 10_000,
     )
 
 

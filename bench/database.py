@@ -17,7 +17,7 @@ WITH j AS (
         concurrency_policy, state, next_fire_at, request_fingerprint, created_at, updated_at)
     SELECT gen_random_uuid(), %(tenant)s, 'bench ' || g, 'ONCE', t.at, '', 'UTC', 'default', 'noop', '{}',
         3, 'EXPONENTIAL', 1000, 60000, true, 3600,
-        CASE WHEN g %% 10 = 0 THEN 0 WHEN g %% 10 = 5 THEN 2 ELSE 1 END,
+        COALESCE(%(priority)s, CASE WHEN g %% 10 = 0 THEN 0 WHEN g %% 10 = 5 THEN 2 ELSE 1 END),
         'RUN_ONCE', 'ALLOW', 'ACTIVE', t.at, '', %(now)s, %(now)s
     FROM generate_series(1, %(count)s) AS g
     CROSS JOIN LATERAL (
@@ -88,21 +88,47 @@ class Database:
         )
 
     def insert(
-        self, *, tenant: int, count: int, start: datetime, span: float, chunk: int = 50_000, notify: bool = False
+        self,
+        *,
+        tenant: int,
+        count: int,
+        start: datetime,
+        span: float,
+        chunk: int = 50_000,
+        notify: bool = False,
+        priority: int | None = None,
     ) -> None:
         """`count` one-off noop jobs due in [start, start + span), committed together; `notify`
-        wakes the dispatchers as executions.scheduling does."""
+        wakes the dispatchers as executions.scheduling does. `priority`: all of that one (else
+        one in ten HIGH and one in ten LOW)."""
         now = datetime.now(UTC)
         if count == 1 and notify:  # autocommit: one statement, one round trip
-            params = {"tenant": tenant, "count": 1, "start": start, "span": span, "now": now}
+            params = {"tenant": tenant, "count": 1, "start": start, "span": span, "now": now, "priority": priority}
             self.conn.execute(INSERT_AND_NOTIFY_SQL, {**params, "channel": NOTIFY_CHANNEL})
             return
         with self.conn.transaction():
             for offset in range(0, count, chunk):
-                params = {"tenant": tenant, "count": min(chunk, count - offset), "start": start, "span": span}
+                params = {
+                    "tenant": tenant,
+                    "count": min(chunk, count - offset),
+                    "start": start,
+                    "span": span,
+                    "priority": priority,
+                }
                 self.conn.execute(INSERT_SQL, {**params, "now": now})
             if notify:
                 self.conn.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, start.isoformat()])
+
+    def capacity(self, slots: int) -> None:
+        """A worker registered as live now with `slots` slots, for the stages that dispatch with
+        no worker running (the statements, the dispatch round); 0 removes it."""
+        self.conn.execute("DELETE FROM pools_worker WHERE hostname = 'bench-capacity'")
+        if slots:
+            self.conn.execute(
+                "INSERT INTO pools_worker (hostname, pid, pools, slots, busy, started_at, last_seen_at)"
+                " VALUES ('bench-capacity', 0, '[\"default\"]', %s, 0, now(), now())",
+                [slots],
+            )
 
     def vacuum(self) -> None:
         for table in ("jobs_job", "executions_execution", "executions_executionevent"):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bench.config import BASELINE_QUEUE, DEFAULT_TRANSPORT_QUEUE, QUEUE, Config, log
 from bench.database import Database
+from bench.fairness import Fairness
 from bench.processes import CpuMeter, Processes, wait_for
 from bench.results import Figure, median, percentile
 
@@ -78,7 +79,7 @@ class Bench:
             self.small.drop()
         if "dispatch" in cfg.stages:
             self.dispatch()
-        if {"e2e", "lag"} & set(cfg.stages):
+        if {"e2e", "lag", "fairness"} & set(cfg.stages):
             # The dispatch rounds left ~100k dead row versions: vacuum now, or autovacuum would
             # do it during the Tickwork rounds only (the baseline does not touch PostgreSQL).
             self.db.vacuum()
@@ -97,6 +98,8 @@ class Bench:
             self.end_to_end() if "e2e" in cfg.stages else self.warm_up()
             if "lag" in cfg.stages:
                 self.lag()
+            if "fairness" in cfg.stages:
+                Fairness(self).run()
 
     def fill(self) -> None:
         """The full database: `pending` future executions and one round's due set. The small one:
@@ -129,19 +132,23 @@ class Bench:
             db.scalar("SELECT min(available_at) FROM executions_execution WHERE state = 'PENDING'")
             for db in (self.db, self.small)
         )
+
         # The claim last: each rolled-back run leaves a batch of dead row versions behind it.
-        # A claim is two statements: the SELECT that takes and locks the batch, and the UPDATE of
-        # those rows (their ids, one array parameter, come from the SELECT on each database).
+        # A claim is a few statements (executions/admission.py): the claim lock, the live workers'
+        # slots, what is admitted, the tenants' limits, the pool's due work (and, as here where
+        # more is due than one claim takes, the tenants' fair order), then the UPDATE of the rows
+        # taken (their ids, one array parameter, come from the SELECT before it on each database).
+        def claim(now: datetime) -> object:
+            return transitions.claim_many(
+                now=now, limit=self.batch, publish_grace=grace, limit_of=lambda pool, load: load.slots
+            )
+
+        for db in (self.db, self.small):
+            db.capacity(10 * self.batch)  # slots enough: the claim is limited by its batch
         statements = {
-            "empty poll": capture(
-                lambda: transitions.claim_many(
-                    now=earliest - timedelta(seconds=1), limit=self.batch, publish_grace=grace
-                )
-            ),
+            "empty poll": capture(lambda: claim(earliest - timedelta(seconds=1))),
             "next-due peek": capture(lambda: store().next_due_at(after=datetime.now(UTC))),
-            "claim": capture(
-                lambda: transitions.claim_many(now=datetime.now(UTC), limit=self.batch, publish_grace=grace)
-            ),
+            "claim": capture(lambda: claim(datetime.now(UTC))),
         }
         self.info["statements"] = {name: [sql for sql, _ in steps] for name, steps in statements.items()}
         # As Store.fetch runs them: prepared, with server-side parameters, when the
@@ -167,7 +174,8 @@ class Bench:
                             started = time.perf_counter()
                             ids: list = []
                             for sql, params in steps:
-                                params = [ids if isinstance(p, list) else p for p in params]
+                                if sql.startswith("WITH moved AS (UPDATE executions_execution"):
+                                    params = [ids if isinstance(p, list) else p for p in params]
                                 cursor.execute(sql, params, prepare=prepared)
                                 result = cursor.fetchall()
                                 ids = [row[0] for row in result]
@@ -187,6 +195,7 @@ class Bench:
         finally:
             for conn in conns.values():
                 conn.close()
+            self.db.capacity(0)
 
     # 2. Dispatch throughput: due executions claimed and on the broker, against apply_async.
 
@@ -195,6 +204,7 @@ class Bench:
         log(f"dispatch: {cfg.rounds} round(s) of {cfg.due:,} due among {cfg.pending:,} future, batch {self.batch}")
         ours, theirs = [], []
         for r in range(cfg.rounds):
+            self.db.capacity(cfg.due)  # no worker runs: slots enough that all of it is admitted
             if r:
                 start = datetime.now(UTC) - timedelta(seconds=120)
                 self.db.insert(tenant=self.db.tenant(f"bench-due-{r}"), count=cfg.due, start=start, span=60)
@@ -202,6 +212,7 @@ class Bench:
             ours.append(self.dispatch_round())
             theirs.append(self.apply_async_round())
             log(f"  round {r + 1}: dispatch {ours[-1]:,.0f}/s, apply_async loop {theirs[-1]:,.0f}/s")
+        self.db.capacity(0)
         self.add("dispatch throughput", "/s", ours, theirs, "apply_async loop", 5.0)
 
     def dispatch_round(self) -> float:

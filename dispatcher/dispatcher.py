@@ -6,9 +6,10 @@ the next due time or a wake-up.
 batches (executions/store: SKIP LOCKED on PostgreSQL)."""
 
 import logging
+import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Self
 
@@ -17,6 +18,7 @@ from django.db import IntegrityError, close_old_connections, transaction
 
 from background.loop import StopFlag, run_forever
 from background.publisher import Dispatch, Publisher
+from dispatcher.buffer import BrokerBuffer
 from dispatcher.wakeup import DueClock
 from executions import transitions
 from executions.clock import db_now
@@ -39,6 +41,9 @@ class DispatcherSettings:
     misfire_grace: timedelta  # a fire dispatched later than this counts as missed
     poll: float  # the longest sleep, and how often the next due time is asked for
     claim_spacing: float  # the least time between claims when woken by creates
+    admit_poll: float  # the longest sleep while a pool holds due work back
+    headroom: float  # a pool admits at least its slots * this
+    max_buffer: int  # and at most this many more (dispatcher/buffer.py)
 
     @classmethod
     def from_django(cls) -> Self:
@@ -49,7 +54,13 @@ class DispatcherSettings:
             misfire_grace=timedelta(seconds=s.TICKWORK_MISFIRE_GRACE_SECONDS),
             poll=s.TICKWORK_POLL_SECONDS,
             claim_spacing=s.TICKWORK_CLAIM_SPACING_SECONDS,
+            admit_poll=s.TICKWORK_ADMIT_POLL_SECONDS,
+            headroom=s.TICKWORK_ADMIT_HEADROOM,
+            max_buffer=s.TICKWORK_ADMIT_MAX_BUFFER,
         )
+
+    def buffer(self) -> BrokerBuffer:
+        return BrokerBuffer(headroom=self.headroom, most=self.max_buffer)
 
 
 @dataclass
@@ -58,22 +69,34 @@ class DispatchResult:
     published: int = 0
     skipped: int = 0  # fires not run because of a misfire or concurrency policy
     materialised: int = 0
+    held_back: set[str] = field(default_factory=set)  # pools that left due work waiting
 
 
 def run_once(
-    *, now: datetime, publisher: Publisher, limit: int | None = None, config: DispatcherSettings | None = None
+    *,
+    now: datetime,
+    publisher: Publisher,
+    limit: int | None = None,
+    config: DispatcherSettings | None = None,
+    buffer: BrokerBuffer | None = None,
 ) -> DispatchResult:
-    """Claim up to `limit` due executions and hand them to their pools after commit.
+    """Admit up to `limit` due executions (by capacity and fair share, executions/admission.py)
+    and hand them to their pools after commit. `buffer` is the dispatcher's memory of how much
+    each pool needs waiting on the broker (a new one starts from the floor).
 
     In the same transaction, every claimed cron fire materialises the job's next fire (so a
     crash can lose neither), after applying the job's misfire and concurrency policies.
     """
     config = config or DispatcherSettings.from_django()
+    buffer = buffer or config.buffer()
     limit = limit or config.batch
     result = DispatchResult()
     with transaction.atomic():
-        claimed, cron_job_ids = transitions.claim_many(now=now, limit=limit, publish_grace=config.publish_grace)
-        result.claimed = len(claimed)
+        claimed, cron_job_ids, admission = transitions.claim_many(
+            now=now, limit=limit, publish_grace=config.publish_grace, limit_of=buffer.limit
+        )
+        buffer.claimed(admission.held_back)
+        result.claimed, result.held_back = len(claimed), admission.held_back
         scheduled = [m for m in claimed if m.origin == Origin.SCHEDULE]
         jobs = {job.pk: job for job in Job.objects.filter(pk__in=cron_job_ids)} if cron_job_ids else {}
         fires = [m for m in scheduled if m.job_id in jobs]
@@ -97,6 +120,7 @@ def serve(*, stop: StopFlag, publisher: Publisher, config: DispatcherSettings | 
     config = config or DispatcherSettings.from_django()
     listener: DueListener = store().due_listener()
     clock = DueClock(poll=config.poll)
+    buffer = config.buffer()
     last = {"at": 0.0, "full": False}
 
     def step() -> float:
@@ -106,19 +130,23 @@ def serve(*, stop: StopFlag, publisher: Publisher, config: DispatcherSettings | 
             stop.event.wait(last["at"] + config.claim_spacing - time.monotonic())
         close_old_connections()
         last["at"], now = time.monotonic(), db_now()
-        result = run_once(now=now, publisher=publisher, config=config)
+        result = run_once(now=now, publisher=publisher, config=config, buffer=buffer)
         last["full"] = result.claimed >= config.batch
         if result.claimed:
             logger.info("dispatched %d (claimed %d, skipped %d)", result.published, result.claimed, result.skipped)
         if last["full"]:
             return 0  # more is due right now
+        # A pool that holds due work back is looked at again soon: as its slots free, the next
+        # executions are chosen then, in the order of that moment.
+        look_again = time.monotonic() + (config.admit_poll if result.held_back else math.inf)
         clock.claimed(now)
         if result.materialised:
             clock.forget()
         if clock.stale(db_now()):
             clock.asked(store().next_due_at(after=now))
         while not stop.stopping:
-            heard = listener.wait(clock.wait_seconds(db_now()), sleep=time.sleep)
+            seconds = min(clock.wait_seconds(db_now()), look_again - time.monotonic())
+            heard = listener.wait(seconds, sleep=time.sleep)
             if heard is None:
                 return 0  # the due time (or the poll) came
             clock.heard(heard)

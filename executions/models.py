@@ -74,9 +74,16 @@ class Execution(models.Model):
         indexes = [
             # The due index: the dispatcher's only read. Its size is what is pending, not all history.
             models.Index(fields=["available_at"], condition=Q(state="PENDING"), name="execution_due"),
-            # The claim walks this one per priority level, in due order, and stops at the batch size.
+            # The claim walks this one per pool and priority level, in due order, and stops at
+            # what the pool can admit (executions/admission.py).
             models.Index(
-                fields=["priority", "available_at"], condition=Q(state="PENDING"), name="execution_due_priority"
+                fields=["pool", "priority", "available_at"], condition=Q(state="PENDING"), name="execution_due_pool"
+            ),
+            # A contended claim asks each tenant for its due work: one probe per tenant.
+            models.Index(
+                fields=["pool", "priority", "tenant", "available_at"],
+                condition=Q(state="PENDING"),
+                name="execution_due_tenant",
             ),
             models.Index(fields=["lease_expires_at"], condition=Q(state="RUNNING"), name="execution_lease"),
             models.Index(fields=["timeout_at"], condition=Q(state="RUNNING"), name="execution_timeout"),

@@ -17,16 +17,17 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from django.db import transaction
 from django.db.models import F
 
 from executions import observers
+from executions.admission import Admission, LimitOf, choose
 from executions.models import Execution, Origin
 from executions.states import REDRIVABLE, RETRYABLE, TERMINAL, ExecutionState, InvalidTransition, check
 from executions.storable import storable_json, storable_text
-from executions.store import Beat, Claimed, Moved, Started, Success, store
+from executions.store import Beat, Moved, Started, Success, store
 
 S = ExecutionState
 F_ = TypeVar("F_", bound=Callable[..., Any])
@@ -124,17 +125,25 @@ def create(
 # --- the dispatcher ----------------------------------------------------------------------------------
 
 
+class Claimed(NamedTuple):
+    executions: list[Moved]  # in the order to publish
+    cron_job_ids: set[uuid.UUID]  # the cron jobs among theirs
+    admission: Admission  # the pools as the claim found them, and which left due work waiting
+
+
 @moves([S.PENDING], S.QUEUED)
-def claim_many(*, now: datetime, limit: int, publish_grace: timedelta) -> Claimed:
-    """PENDING → QUEUED for up to `limit` executions of active jobs due by `now`, HIGH priority
-    first (`queue_many`). Call inside the transaction that publishes after commit (it holds the
-    batch's row locks)."""
-    due = store().due(now=now, limit=limit)
-    if not due:
-        return Claimed([], set())
-    moved = queue_many([execution_id for execution_id, _ in due], now=now, publish_grace=publish_grace)
-    cron = {execution_id for execution_id, is_cron in due if is_cron}
-    return Claimed(moved, {m.job_id for m in moved if m.id in cron})
+def claim_many(*, now: datetime, limit: int, publish_grace: timedelta, limit_of: LimitOf) -> Claimed:
+    """PENDING → QUEUED for the due executions admission chooses (executions/admission.py: by
+    capacity, priority and fair share; at most `limit`), through `queue_many`. Call inside the
+    transaction that publishes after commit: it holds the claim lock and the rows' locks."""
+    admission = choose(now=now, limit=limit, limit_of=limit_of)
+    if not admission.chosen:
+        return Claimed([], set(), admission)
+    order = {row[0]: position for position, row in enumerate(admission.chosen)}
+    moved = queue_many(list(order), now=now, publish_grace=publish_grace)
+    moved.sort(key=lambda m: order[m.id])
+    cron = {row[0] for row in admission.chosen if row[1]}
+    return Claimed(moved, {m.job_id for m in moved if m.id in cron}, admission)
 
 
 @moves([S.PENDING], S.QUEUED)

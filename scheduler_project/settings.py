@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "channels",
     "tenants",
     "jobs",
+    "pools",
     "executions",
     "dispatcher",
     "worker",
@@ -244,6 +245,16 @@ TICKWORK_POLL_SECONDS = float(
 # The least time between two claims of one dispatcher: a burst of creates (each waking it) is
 # claimed a few at a time instead of one claim per create. At most this much added start lag.
 TICKWORK_CLAIM_SPACING_SECONDS = float(os.environ.get("TICKWORK_CLAIM_SPACING_SECONDS", "0.01"))
+# The worker registry (pools/registry.py): a worker reports every BEAT seconds and is offline
+# once it has not for OFFLINE seconds.
+TICKWORK_WORKER_BEAT_SECONDS = float(os.environ.get("TICKWORK_WORKER_BEAT_SECONDS", "2"))
+TICKWORK_WORKER_OFFLINE_SECONDS = float(os.environ.get("TICKWORK_WORKER_OFFLINE_SECONDS", "10"))
+# Admission (executions/admission.py, dispatcher/buffer.py): a pool admits at least its slots *
+# HEADROOM, and up to MAX_BUFFER more messages for short runs; while it holds due work back the
+# dispatcher looks again every ADMIT_POLL seconds.
+TICKWORK_ADMIT_HEADROOM = float(os.environ.get("TICKWORK_ADMIT_HEADROOM", "2.0"))
+TICKWORK_ADMIT_MAX_BUFFER = int(os.environ.get("TICKWORK_ADMIT_MAX_BUFFER", "1000"))
+TICKWORK_ADMIT_POLL_SECONDS = float(os.environ.get("TICKWORK_ADMIT_POLL_SECONDS", "0.05"))
 TICKWORK_SWEEP_SECONDS = float(os.environ.get("TICKWORK_SWEEP_SECONDS", "2.0"))
 TICKWORK_RETENTION_DAYS = int(os.environ.get("TICKWORK_RETENTION_DAYS", "30"))
 TICKWORK_HTTP_ALLOW_PRIVATE = _env_bool("TICKWORK_HTTP_ALLOW_PRIVATE", False)

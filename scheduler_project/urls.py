@@ -16,6 +16,7 @@ from web.api.jobs import (
     JobTriggerApi,
     SchedulePreviewApi,
 )
+from web.api.pools import PoolListApi
 
 api = [
     path("", ApiIndexApi.as_view(), name="api-index"),
@@ -29,6 +30,7 @@ api = [
     path("executions/<str:execution_id>", ExecutionDetailApi.as_view(), name="execution-detail"),
     path("executions/<str:execution_id>/cancel", ExecutionCancelApi.as_view(), name="execution-cancel"),
     path("executions/<str:execution_id>/retry", ExecutionRetryApi.as_view(), name="execution-retry"),
+    path("pools", PoolListApi.as_view(), name="pool-list"),
     path("schedule/preview", SchedulePreviewApi.as_view(), name="schedule-preview"),
     path("health", HealthApi.as_view(), name="health"),
     path("schema", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),

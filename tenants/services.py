@@ -5,8 +5,22 @@ from django.db import transaction
 from tenants.models import ApiToken, Tenant
 
 
-def tenant_create(*, slug: str, name: str = "") -> Tenant:
-    return Tenant.objects.create(slug=slug, name=name or slug)
+def tenant_create(*, slug: str, name: str = "", **quotas: int | None) -> Tenant:
+    return Tenant.objects.create(slug=slug, name=name or slug, **quotas)
+
+
+QUOTAS = ("weight", "max_concurrent_executions", "max_active_jobs", "submit_rate_per_minute")
+
+
+def tenant_update_quotas(*, tenant: Tenant, **quotas: int | None) -> Tenant:
+    """Set some of the tenant's quotas (None clears a limit). Admission reads them at every
+    claim, so the next one applies them."""
+    unknown = set(quotas) - set(QUOTAS)
+    assert not unknown, unknown
+    for field, value in quotas.items():
+        setattr(tenant, field, value)
+    tenant.save(update_fields=list(quotas))
+    return tenant
 
 
 @transaction.atomic

@@ -9,20 +9,47 @@ from dispatcher import dispatcher
 from dispatcher.dispatcher import DispatchResult
 from executions import transitions
 from executions.models import Execution
+from jobs import registry
+from pools.models import Worker
+
+IN_PROCESS_WORKER = "in-process"
 
 
-def dispatch(now: datetime, *, limit: int | None = None) -> tuple[DispatchResult, list[Dispatch]]:
+def capacity(now: datetime, *, slots: int = 10_000, pools: list[str] | None = None) -> Worker:
+    """A worker registered as live at `now`, serving `pools` (every known pool) with `slots`
+    slots: admission then lets through everything due, as these tests expect of a claim. The
+    tests of admission itself register what they need."""
+    worker, _ = Worker.objects.update_or_create(
+        hostname=IN_PROCESS_WORKER,
+        pid=0,
+        defaults={
+            "pools": pools or registry.pools(),
+            "slots": slots,
+            "started_at": now,
+            "last_seen_at": now,
+            "stopped_at": None,
+        },
+    )
+    return worker
+
+
+def dispatch(
+    now: datetime, *, limit: int | None = None, slots: int | None = 10_000
+) -> tuple[DispatchResult, list[Dispatch]]:
     """One dispatcher.run_once at `now`: its counts and what it published. Its publish runs on commit,
-    which inside a test's transaction would be never: run it when it returns."""
+    which inside a test's transaction would be never: run it when it returns. With `slots`, an
+    in-process worker of that many slots is registered first (None: the registry as it is)."""
+    if slots is not None:
+        capacity(now, slots=slots)
     publisher = InMemoryPublisher()
     with TestCase.captureOnCommitCallbacks(execute=True):
         result = dispatcher.run_once(now=now, publisher=publisher, limit=limit)
     return result, publisher.sent
 
 
-def claim(now: datetime, *, limit: int | None = None) -> list[Dispatch]:
+def claim(now: datetime, *, limit: int | None = None, slots: int | None = 10_000) -> list[Dispatch]:
     """One dispatcher.run_once at `now`; returns what it published."""
-    return dispatch(now, limit=limit)[1]
+    return dispatch(now, limit=limit, slots=slots)[1]
 
 
 def start(execution_id, *, now: datetime, lease: float = 30, worker: str = "host:1") -> Execution:

@@ -16,6 +16,7 @@ from background.loop import run_forever
 from executions.models import Execution
 from executions.store import store
 from testing.harness import events, execution_in, wait_for
+from testing.steps import capacity
 
 
 def _free_port() -> int:
@@ -141,7 +142,11 @@ def test_defect10_dispatcher_started_before_the_database_waits_for_it_then_dispa
         pytest.skip("a database server that is not there yet is PostgreSQL's case (SQLite is a file)")
     s = connection.settings_dict
     dispatcher = live.dispatcher(
-        env={"DATABASE_URL": f"postgres://{s['USER']}@127.0.0.1:{not_yet_postgres.port}/{s['NAME']}"}
+        env={
+            "DATABASE_URL": f"postgres://{s['USER']}@127.0.0.1:{not_yet_postgres.port}/{s['NAME']}",
+            # The in-process worker below stays live however long the dispatcher's pause lasts.
+            "TICKWORK_WORKER_OFFLINE_SECONDS": "600",
+        }
     )
 
     def waiting() -> bool:
@@ -154,6 +159,7 @@ def test_defect10_dispatcher_started_before_the_database_waits_for_it_then_dispa
     assert "Traceback" not in dispatcher.log()
 
     execution = Execution.objects.get(job=make_job(tenant, run_at=timezone.now()))
+    capacity(timezone.now())  # a worker to admit it to
     not_yet_postgres.open()
     wait_for(lambda: execution_in(execution.pk, "QUEUED"), timeout=30, what="the dispatcher to claim once it can")
     wait_for(lambda: "dispatcher: working again" in dispatcher.log(), timeout=10, what="it to say it works again")

@@ -9,6 +9,7 @@ from executions.services import execution_cancel, execution_redrive
 from executions.states import InvalidTransition
 from jobs.models import Job
 from jobs.states import InvalidJobTransition
+from pools.models import Worker
 from tenants.models import ApiToken, Tenant
 from tenants.services import token_create
 
@@ -48,6 +49,20 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False  # tokens are issued by the tenant action, which can show the raw value once
+
+
+@admin.register(Worker)
+class WorkerAdmin(admin.ModelAdmin):
+    """The worker registry, as the workers report themselves: read only."""
+
+    list_display = ["hostname", "pid", "pools", "slots", "busy", "started_at", "last_seen_at", "stopped_at"]
+    search_fields = ["hostname"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
 
 def _run_action(modeladmin, request, queryset, service, verb: str) -> None:

@@ -5,10 +5,17 @@ from typing import Any
 
 from billiard.process import active_children
 from celery import shared_task
-from celery.signals import task_postrun, task_prerun, worker_process_shutdown, worker_shutdown, worker_shutting_down
+from celery.signals import (
+    task_postrun,
+    task_prerun,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+    worker_shutting_down,
+)
 
 from background.publisher import TASK_NAME
-from worker import runner
+from worker import registration, runner
 
 # How long a worker process that is ending waits for its queued outcomes to be recorded.
 OUTCOME_FLUSH_SECONDS = 30
@@ -27,12 +34,24 @@ def record_queued_outcomes(**kwargs) -> None:
         runner.logger.error("outcomes still queued at exit; their runs will be retried when their leases expire")
 
 
+@worker_ready.connect
+def register_worker(sender, **kwargs) -> None:
+    registration.start(sender)
+
+
+@worker_shutdown.connect
+def deregister_worker(**kwargs) -> None:
+    registration.stop(wait=2.0)  # done already, if the shutdown began with a signal
+
+
 @worker_shutting_down.connect
 def release_on_shutdown(**kwargs) -> None:
     """SIGTERM (or Ctrl-C) reached the worker's main process, which now waits for its running tasks
     (Celery's warm shutdown). The runs it has in hand are asked to stop and released back to
     PENDING at once: this process's own (solo and threads pools), and those of its prefork pool
-    processes, which are sent SIGTERM as systemd would (Kubernetes signals only the main process)."""
+    processes, which are sent SIGTERM as systemd would (Kubernetes signals only the main process).
+    Its slots leave the registry at once, so nothing more is admitted for them."""
+    registration.stop()
     runner.release_runs()
     for child in active_children():
         if child.pid is None:  # not started

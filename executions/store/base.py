@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, NamedTuple, cast
+from typing import Any, ClassVar, cast
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -26,6 +26,7 @@ from django.db.models.sql import UpdateQuery
 
 from executions.models import Execution, ExecutionEvent
 from executions.states import TERMINAL, ExecutionState
+from executions.store.admission import AdmissionStatements
 from jobs import transitions as job_transitions
 
 S = ExecutionState
@@ -48,11 +49,6 @@ class Moved:
 
 
 MOVED_COLUMNS = "id, job_id, tenant_id, pool, attempt, lease_token, worker_id, priority, origin, scheduled_for"
-
-
-class Claimed(NamedTuple):
-    executions: list[Moved]
-    cron_job_ids: set[uuid.UUID]  # the cron jobs among theirs
 
 
 @dataclass(frozen=True)
@@ -95,7 +91,7 @@ def as_uuid(value: Any) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
 
 
-class Store:
+class Store(AdmissionStatements):
     """The embedded default's statements (SQLite): one writer at a time, no row locks, no NOTIFY.
     Every method runs in the caller's transaction, or in one of its own when there is none."""
 
@@ -285,20 +281,6 @@ class Store:
         job_transitions.jobs_complete(job_ids=job_ids, now=now, open_states=OPEN_STATES)
 
     # --- the dispatcher's reads ----------------------------------------------------------------------
-
-    # The plain ordered query: SQLite has one writer at a time and no row locks.
-    DUE_SQL = """
-        SELECT e.id, j.type = 'CRON' FROM executions_execution e
-        JOIN jobs_job j ON j.id = e.job_id AND j.state = 'ACTIVE'
-        WHERE e.state = 'PENDING' AND e.available_at <= %s
-        ORDER BY e.priority, e.available_at
-        LIMIT %s
-    """
-
-    def due(self, *, now: datetime, limit: int) -> list[tuple[uuid.UUID, bool]]:
-        """Up to `limit` claimable executions due by `now`, HIGH priority first, then by due time:
-        (id, whether its job is a cron job). Locks them, where the database has row locks."""
-        return [(as_uuid(i), bool(cron)) for i, cron in self.fetch(self.DUE_SQL, [now, limit])]
 
     def next_due_at(self, *, after: datetime) -> datetime | None:
         rows = self.fetch(

@@ -27,6 +27,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from executions.models import Execution
 from executions.states import TERMINAL, ExecutionState
+from executions.store.admission import PostgresAdmissionStatements
 from executions.store.base import MOVED_COLUMNS, OPEN_STATES, Change, DueListener, Moved, Started, Store, Success
 from executions.store.base import update_sql as _update_sql
 from jobs.models import Job, JobType
@@ -50,7 +51,7 @@ _EVENTS_OF_MOVED = (
 _FINISHED_STATES_SQL = ", ".join(f"'{s.value}'" for s in ExecutionState if s not in OPEN_STATES)
 
 
-class PostgresStore(Store):
+class PostgresStore(Store, PostgresAdmissionStatements):
     batches_outcomes: ClassVar[bool] = True
     remote_clock: ClassVar[bool] = True
     skip_locked: ClassVar[str] = " FOR UPDATE SKIP LOCKED"
@@ -195,37 +196,6 @@ class PostgresStore(Store):
                     [worker_id or "" for _, _, worker_id in rows],
                 ],
             )
-
-    # The claim's first statement. Why it is shaped so:
-    # - `state = 'PENDING' AND available_at <= now` is served by a partial index on the PENDING
-    #   rows only, so the cost follows what is due, not the size of history or of the backlog.
-    # - Priority first, then due time. One LATERAL probe per priority level walks the partial
-    #   index (priority, available_at) in order and stops as soon as the batch is full: no sort of
-    #   the whole backlog, and a LOW row is looked at only when no HIGH or NORMAL one is due. The
-    #   VALUES list is read in order by the nested loop above the probes.
-    # - FOR UPDATE SKIP LOCKED: concurrent dispatchers take disjoint batches instead of queueing
-    #   on each other's row locks; correctness never depends on there being one dispatcher.
-    # - `now` is a parameter, not now(): the planner can use the index bound, and tests control
-    #   time (the dispatcher passes the database's clock all the same: executions/clock.py).
-    # - The job must be ACTIVE: a paused job's pending execution waits where it is. The same probe
-    #   says whether it is a cron job (the dispatcher then materialises its next fire).
-    DUE_SQL = """
-        SELECT due.id, due.cron
-        FROM (VALUES (0), (1), (2)) AS level(priority)
-        CROSS JOIN LATERAL (
-            SELECT e.id, j.type = 'CRON' AS cron
-            FROM executions_execution e
-            JOIN jobs_job j ON j.id = e.job_id AND j.state = 'ACTIVE'
-            WHERE e.state = 'PENDING' AND e.priority = level.priority AND e.available_at <= %s
-            ORDER BY e.available_at
-            LIMIT %s
-            FOR UPDATE OF e SKIP LOCKED
-        ) AS due
-        LIMIT %s
-    """
-
-    def due(self, *, now: datetime, limit: int) -> list[tuple[Any, bool]]:
-        return self.fetch(self.DUE_SQL, [now, limit, limit])
 
     def notify_due(self, due: datetime) -> None:
         with self.db.cursor() as cursor:

@@ -1,7 +1,9 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from executions.clock import db_now
 from executions.models import Execution
+from executions.pending_reasons import REASONS, Reason, pending_reasons
 
 
 class _BlankAsNullCharField(serializers.CharField):
@@ -25,6 +27,20 @@ class ExecutionEventSerializer(serializers.Serializer):
         return {("from" if name == "from_" else name): field for name, field in super().get_fields().items()}
 
 
+# Where a serialized execution carries its reason to wait (pending_reasons), once read.
+_REASON = "_pending_reason"
+
+
+class _ExecutionListSerializer(serializers.ListSerializer):
+    def to_representation(self, data):
+        # The reasons of a page of executions are read together: once per page, not per row.
+        executions = list(data.all() if hasattr(data, "all") else data)
+        reasons = pending_reasons(executions, now=db_now())
+        for execution in executions:
+            setattr(execution, _REASON, reasons.get(execution.pk))
+        return super().to_representation(executions)
+
+
 class ExecutionSerializer(serializers.ModelSerializer):
     executionId = serializers.CharField(source="id")
     jobId = serializers.CharField(source="job_id")
@@ -36,9 +52,12 @@ class ExecutionSerializer(serializers.ModelSerializer):
     cancelRequestedAt = serializers.DateTimeField(source="cancel_requested_at", allow_null=True)
     leaseExpiresAt = serializers.DateTimeField(source="lease_expires_at", allow_null=True)
     workerId = serializers.CharField(source="worker_id")
+    pendingReason = serializers.SerializerMethodField()
+    pendingDetail = serializers.SerializerMethodField()
 
     class Meta:
         model = Execution
+        list_serializer_class = _ExecutionListSerializer
         fields = [
             "executionId",
             "jobId",
@@ -56,8 +75,26 @@ class ExecutionSerializer(serializers.ModelSerializer):
             "workerId",
             "result",
             "error",
+            "pendingReason",
+            "pendingDetail",
         ]
         read_only_fields = fields
+
+    def _reason(self, execution: Execution) -> Reason | None:
+        if not hasattr(execution, _REASON):  # one execution alone, not a page
+            setattr(execution, _REASON, pending_reasons([execution], now=db_now()).get(execution.pk))
+        return getattr(execution, _REASON)
+
+    @extend_schema_field(serializers.ChoiceField(choices=REASONS, allow_null=True))
+    def get_pendingReason(self, execution: Execution) -> str | None:
+        """Why it has not started (null unless PENDING or QUEUED); see docs/admission.md."""
+        reason = self._reason(execution)
+        return reason.code if reason else None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_pendingDetail(self, execution: Execution) -> str | None:
+        reason = self._reason(execution)
+        return reason.detail if reason else None
 
 
 class ExecutionDetailSerializer(ExecutionSerializer):

@@ -18,6 +18,7 @@ ENDPOINTS = [
     ("execution", "executions/{executionId}", "an execution with its events"),
     ("executionCancel", "executions/{executionId}/cancel", "POST: cancel"),
     ("executionRetry", "executions/{executionId}/retry", "POST: re-drive a DEAD, FAILED or CANCELLED one"),
+    ("pools", "pools", "per pool: workers, slots, busy, admitted, due backlog (the autoscaling signal)"),
     ("schedulePreview", "schedule/preview", "next fire times of a cron schedule (no token needed)"),
     ("health", "health", "200 when the database and broker answer (no token needed)"),
     ("schema", "schema", "the OpenAPI 3 schema (no token needed)"),

@@ -1,0 +1,148 @@
+"""Admission: which due executions go to the broker now, and why the others wait.
+
+Due is not admitted. A broker queue is first come, first served, so the order of work is decided
+here, before publishing, while it is still ours to decide. Per pool, what is admitted (QUEUED +
+RUNNING) is kept at the limit the dispatcher sets from the pool's live worker slots (the worker
+registry, pools/registry.py) plus a small buffer, and the rest stays PENDING. The choice:
+
+1. Priority first: HIGH, then NORMAL, then LOW, strictly.
+2. Within a level, start-time fair queuing between tenants (pools/fair.py): starts in proportion
+   to each tenant's `weight`, and a tenant with one due execution is never behind another
+   tenant's backlog.
+3. Within a tenant, earliest due first.
+4. Never past a tenant's `max_concurrent_executions` (its QUEUED + RUNNING, in every pool).
+
+When everything due in a pool fits, it is all admitted in due order (one index walk); the fair
+order is worked out only when the pool is contended. The claim is one transaction that first
+takes the claim lock (so that limits hold with any number of dispatchers), then reads the
+admitted counts, the tenants' standing and their due work, and ends with the tags it moved on.
+"""
+
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from executions.store import store
+from executions.store.admission import DueRow
+from pools import registry
+from pools.fair import Contender, FairShare, Share
+from tenants.models import Tenant
+
+# How many times a contended claim offers the starts that tenants with fewer due executions
+# than their share left over (each time to the others, in fair order).
+ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class Load:
+    """A pool as the claim found it."""
+
+    workers: int
+    slots: int
+    busy: int
+    queued: int
+    running: int
+
+    @property
+    def admitted(self) -> int:
+        return self.queued + self.running
+
+
+# The dispatcher's say: how much of a pool may be admitted at once, given its load.
+LimitOf = Callable[[str, Load], int]
+
+
+@dataclass
+class Admission:
+    chosen: list[DueRow] = field(default_factory=list)  # in the order to publish
+    held_back: set[str] = field(default_factory=set)  # pools that left due work waiting
+    loads: dict[str, Load] = field(default_factory=dict)
+
+
+def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
+    """The due executions to admit now, at most `limit`. Call inside the claim's transaction:
+    it takes the claim lock, which that transaction holds until it ends."""
+    s = store()
+    s.claim_lock()
+    capacity = registry.capacity(now)
+    queued: Counter[str] = Counter()
+    running: Counter[str] = Counter()
+    tenant_load: Counter[int] = Counter()
+    for pool, tenant_id, state, count in s.in_flight():
+        (queued if state == "QUEUED" else running)[pool] += count
+        tenant_load[tenant_id] += count
+    caps = _limits()
+    admission = Admission()
+    for pool in sorted(capacity):
+        c = capacity[pool]
+        load = Load(c.workers, c.slots, c.busy, queued[pool], running[pool])
+        admission.loads[pool] = load
+        free = min(limit_of(pool, load) - load.admitted, limit - len(admission.chosen))
+        rows = s.due_in_pool(pool=pool, now=now, limit=max(free, 0) + 1)
+        if not rows:
+            continue
+        if len(rows) <= free and _within_limits(rows, tenant_load, caps):
+            admission.chosen += rows  # uncontended: everything due fits
+            tenant_load.update(row[2] for row in rows)
+            continue
+        admission.held_back.add(pool)
+        if free > 0:
+            taken = _fair(pool, free, now, tenant_load)
+            admission.chosen += taken
+            tenant_load.update(row[2] for row in taken)
+    return admission
+
+
+def _limits() -> dict[int, int]:
+    """The tenants that have a concurrency limit, and it."""
+    limited = Tenant.objects.filter(max_concurrent_executions__isnull=False)
+    return {t: cap for t, cap in limited.values_list("id", "max_concurrent_executions") if cap is not None}
+
+
+def _within_limits(rows: list[DueRow], tenant_load: Counter[int], caps: dict[int, int]) -> bool:
+    wanted = Counter(row[2] for row in rows)
+    return all(tenant_load[t] + n <= caps[t] for t, n in wanted.items() if t in caps)
+
+
+def _fair(pool: str, free: int, now: datetime, tenant_load: Counter[int]) -> list[DueRow]:
+    """Fill `free` starts of a contended pool in fair order (see the module's docstring)."""
+    s = store()
+    virtual_time, rows = s.shares(pool=pool)
+    shares = {
+        t: Share(weight=w, finish_tag=tag, allowance=free if cap is None else cap - tenant_load[t])
+        for t, w, cap, tag in rows
+    }
+    fair = FairShare(virtual_time, shares)
+    eligible = [t for t, share in shares.items() if share.allowance > 0]
+    levels: dict[int, dict[int, Contender]] = defaultdict(dict)
+    for tenant_id, priority, earliest in s.due_heads(pool=pool, tenant_ids=eligible, now=now):
+        levels[priority][tenant_id] = Contender(tenant_id, earliest)
+    chosen: list[DueRow] = []
+    moved: set[int] = set()
+    for priority in sorted(levels):
+        contenders = levels[priority]
+        for _ in range(ROUNDS):
+            if free <= 0 or not contenders:
+                break
+            order = fair.allocate(free, contenders.values())
+            if not order:
+                break
+            quotas = Counter(order)
+            got: dict[int, list[DueRow]] = defaultdict(list)
+            for row in s.due_of_tenants(pool=pool, priority=priority, quotas=quotas, now=now):
+                got[row[2]].append(row)
+            taken = {t: len(got[t]) for t in quotas}
+            # Published in the fair order: the broker keeps it among what this claim admits.
+            for t in order:
+                if got[t]:
+                    chosen.append(got[t].pop(0))
+            fair.record(taken)
+            moved.update(t for t, n in taken.items() if n)
+            free -= sum(taken.values())
+            for t, n in taken.items():
+                if n < quotas[t] or shares[t].allowance <= 0:
+                    del contenders[t]  # it has no more due here, or reached its limit
+    if moved:
+        s.save_shares(pool=pool, finish_tags={t: shares[t].finish_tag for t in moved}, virtual_time=fair.virtual_time)
+    return chosen

@@ -1,0 +1,56 @@
+"""The pools' side of admission: who can run work (the worker registry) and whose turn it is
+(each tenant's place in each pool's fair order)."""
+
+from django.db import models
+
+
+class Worker(models.Model):
+    """One worker process group (a `celery worker` and its pool processes) as it last reported
+    itself. Written only by that worker's main process: on start, every few seconds, and on a
+    clean stop. Capacity, utilisation and liveness are read from here."""
+
+    hostname = models.CharField(max_length=200)
+    pid = models.PositiveIntegerField()
+    pools = models.JSONField(default=list)  # the pools whose queues it consumes
+    slots = models.PositiveIntegerField()  # runs it can hold at once (its concurrency)
+    busy = models.PositiveIntegerField(default=0)  # runs it holds, as of last_seen_at
+    started_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    stopped_at = models.DateTimeField(null=True, blank=True)  # a clean stop: offline at once
+
+    class Meta:
+        ordering = ["hostname", "pid"]
+        constraints = [
+            models.UniqueConstraint(fields=["hostname", "pid", "started_at"], name="worker_one_row_per_start"),
+        ]
+        indexes = [models.Index(fields=["last_seen_at"], name="worker_last_seen")]
+
+    def __str__(self) -> str:
+        return f"{self.hostname}:{self.pid}"
+
+
+class PoolClock(models.Model):
+    """A pool's virtual time in start-time fair queuing: the start tag of the last admitted
+    execution. A tenant that comes back after being idle starts from here, not from its own
+    old tag, so it cannot hoard the turns it did not use."""
+
+    pool = models.CharField(max_length=64, unique=True)
+    virtual_time = models.FloatField(default=0.0)
+
+    def __str__(self) -> str:
+        return f"{self.pool}@{self.virtual_time:g}"
+
+
+class TenantShare(models.Model):
+    """A tenant's finish tag in a pool: where its next start stands in the pool's fair order.
+    Each start moves it on by 1 / weight, so over any contended stretch starts follow weights."""
+
+    pool = models.CharField(max_length=64)
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="shares", db_index=False)
+    finish_tag = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "pool"], name="tenant_share_one_per_pool")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}@{self.pool}:{self.finish_tag:g}"
