@@ -6,6 +6,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from executions.store.base import (
     OPEN_STATES,
     Beat,
+    CancelListener,
     Change,
     Claimed,
     DueListener,
@@ -19,6 +20,7 @@ from executions.store.base import (
 __all__ = [
     "OPEN_STATES",
     "Beat",
+    "CancelListener",
     "Change",
     "Claimed",
     "DueListener",
