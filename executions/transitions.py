@@ -379,8 +379,9 @@ def cancel(*, execution_id: Any, now: datetime, reason: str) -> bool:
 
 def request_cancel(*, execution_id: Any, now: datetime, reason: str) -> bool:
     """RUNNING, not yet asked: record a durable cancel request (no move) that the worker reads
-    with its next heartbeat and the sweeper enforces after a grace. False when it is not
-    RUNNING or was asked already."""
+    with its next heartbeat and the sweeper enforces after a grace. The worker process running it
+    is told at commit (`notify_cancel`), so that it beats at once instead of up to lease/3 later.
+    False when it is not RUNNING or was asked already."""
     with transaction.atomic():
         requested = Execution.objects.filter(pk=execution_id, state=S.RUNNING, cancel_requested_at__isnull=True).update(
             cancel_requested_at=now, updated_at=now
@@ -394,6 +395,7 @@ def request_cancel(*, execution_id: Any, now: datetime, reason: str) -> bool:
                 now=now,
                 message=storable_text(f"cancel requested: {reason}"),
             )
+            store().notify_cancel(row["worker_id"])
     return requested == 1
 
 

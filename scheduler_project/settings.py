@@ -285,8 +285,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = TICKWORK_MAX_REQUEST_BYTES
 # kept one connection per request thread for CONN_MAX_AGE, and a crowd of clients exhausted
 # max_connections. A process's threads fix what it uses at most (README, "Production deployment"):
 # the web role up to the pool's size, a dispatcher 2 (its LISTEN connection is its own), a sweeper
-# 1, a worker process 3 (its run, its heartbeats, its outcome recorder). DATABASE_POOL=false goes
-# back to a connection per thread kept for DATABASE_CONN_MAX_AGE, e.g. behind PgBouncer.
+# 1, a worker pool process 3 (its run, its heartbeats, its outcome recorder), a worker's main
+# process 2 (its cancel relay's LISTEN, its registration). DATABASE_POOL=false goes back to a
+# connection per thread kept for DATABASE_CONN_MAX_AGE, e.g. behind PgBouncer.
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and _env_bool("DATABASE_POOL", True):
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps the connections
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {

@@ -2,6 +2,7 @@
 that cooperates and one that does not), and after it finished (see test_dispatcher for that
 one: it needs no process)."""
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -68,6 +69,36 @@ def test_cancelling_a_running_sleep_stops_it_within_a_heartbeat(live, tenant, ma
     assert last_two == [("RUNNING", "RUNNING", running.worker_id), ("RUNNING", "CANCELLED", running.worker_id)]
     assert events(done.pk)[-1].message == "cancelled"
     assert worker.children() == [child]
+
+
+def test_a_cancel_reaches_a_running_worker_at_once(live, settings, tenant, make_job, api):
+    """A running `sleep` is CANCELLED within a second of the API's cancel, with a lease of 30 s:
+    the request is pushed to the worker (NOTIFY on PostgreSQL, the relay's poll on the embedded
+    default), whose relay signals the pool process to beat at once. Its next heartbeat was 10 s
+    away, so the heartbeat cannot have been what stopped it."""
+    lease = {"TICKWORK_LEASE_SECONDS": "30"}
+    settings.TICKWORK_LEASE_SECONDS = 30.0
+    worker = live.worker(concurrency=1, wait=False, env=lease)
+    live.dispatcher(env=lease)
+    live.ready()
+    job = make_job(tenant, run_at=timezone.now(), handler="sleep", payload={"seconds": 30})
+    execution = Execution.objects.get(job=job)
+    running = wait_for(lambda: execution_in(execution.pk, "RUNNING"), timeout=10, what="the run to start")
+    child = int(running.worker_id.rsplit(":", 1)[1])
+
+    asked = time.monotonic()
+    response = api.post(f"/v1/executions/{execution.pk}/cancel")
+    done = wait_for(
+        lambda: execution_in(execution.pk, "CANCELLED"), timeout=15, interval=0.01, what="the run to be cancelled"
+    )
+    took = time.monotonic() - asked
+
+    assert response.status_code == 202 and response.json()["state"] == "RUNNING"
+    assert took < 1.0, f"cancelled {took:.2f}s after the request"
+    assert events(done.pk)[-1].message == "cancelled"
+    assert events(done.pk)[-1].worker_id == running.worker_id
+    assert worker.children() == [child]  # stopped by its handler's cooperation, not by force
+    assert f"cancel requested for a run of {running.worker_id}" in worker.log()  # the relay passed it on
 
 
 def test_a_running_handler_that_ignores_cancellation_is_stopped_by_force(live, tenant, make_job):

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import queue
+import signal
 import socket
 import threading
 import time
@@ -40,6 +41,9 @@ FORCED_EXIT_CODE = 70
 # roles 8 s, systemd and Kubernetes 90 and 30 s by default.
 SHUTDOWN_GRACE_SECONDS = 5.0
 RELEASED = "released: worker shutting down"
+# The signal by which a worker's cancel relay (worker/cancel_relay.py) asks one of its processes
+# to beat now. SIGUSR1 is Celery's (a traceback dump) and billiard's (a soft time limit).
+BEAT_NOW_SIGNAL = signal.SIGUSR2
 # Set once this process is shutting down: the grace its runs get (see `release_runs`).
 _shutdown_grace: float | None = None
 
@@ -84,6 +88,9 @@ class _Beat:
         self.due = time.monotonic() + lease / 3
         self.stopping = False
         self.outcome: ExecutionState | None = None  # what to record if the handler stops
+        # Asked to beat now (`beat_now`) since its last beat began: that beat may have read the
+        # row before the request committed, so it beats once more at once.
+        self.asked = False
 
 
 class Heartbeats(ProcessThread):
@@ -121,6 +128,19 @@ class Heartbeats(ProcessThread):
             self.shutdown_grace = grace
             self.changed.notify()
 
+    def beat_now(self) -> None:
+        """A run of this process may have just been asked to cancel (the worker's cancel relay
+        says so): beat every run now, not at its next lease/3; the beat reads the request. A run
+        already stopping keeps its due time, its forced stop. Safe in a signal handler, as
+        `shut_down` is."""
+        with self.changed:
+            now = time.monotonic()
+            for beat in self.runs:
+                if not beat.stopping:
+                    beat.asked = True
+                    beat.due = min(beat.due, now)
+            self.changed.notify()
+
     def remove(self, beat: _Beat) -> None:
         """The run is over: no more beats, and no forced stop."""
         with self.changed:
@@ -138,6 +158,8 @@ class Heartbeats(ProcessThread):
                         beat.stopping = True
                         beat.due = min(beat.due, now + self.shutdown_grace)
                 due = [beat for beat in self.runs if beat.due <= now]
+                for beat in due:
+                    beat.asked = False
                 if not due and not releasing:
                     # Back-to-back short runs never wake this thread: it sleeps until the
                     # earliest beat it knew of, and then looks again.
@@ -163,8 +185,13 @@ class Heartbeats(ProcessThread):
                     continue
                 # The handler's grace to cooperate runs from the moment it was asked to stop, not
                 # from the next beat: a forced stop comes at most lease/3 + grace after a cancel
-                # request or the timeout, before the sweeper's backstop.
-                beat.due = time.monotonic() + (beat.grace if beat.stopping else beat.lease / 3)
+                # request or the timeout, before the sweeper's backstop. Under the lock, so that a
+                # beat_now that came during the beat is not overwritten.
+                with self.changed:
+                    if beat.asked and not beat.stopping:
+                        beat.due = time.monotonic()
+                    else:
+                        beat.due = time.monotonic() + (beat.grace if beat.stopping else beat.lease / 3)
 
     def _beat(self, beat: _Beat) -> None:
         now = db_now()
@@ -289,6 +316,20 @@ def release_runs() -> None:
     heartbeats = Heartbeats.current()  # none yet if the process's first run has only just started
     if heartbeats is not None:
         heartbeats.shut_down(_shutdown_grace)
+
+
+def install_beat_now_signal() -> None:
+    """Make BEAT_NOW_SIGNAL (sent by the worker's cancel relay) beat this process's runs at once.
+    Its default action ends a process, so every process that can be sent it must have this
+    handler first. Only the main thread can install a signal handler; call it there."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(BEAT_NOW_SIGNAL) != _beat_now:
+        signal.signal(BEAT_NOW_SIGNAL, _beat_now)
+
+
+def _beat_now(signum: int, frame: Any) -> None:
+    heartbeats = Heartbeats.current()  # none: no run has started in this process, nothing to beat
+    if heartbeats is not None:
+        heartbeats.beat_now()
 
 
 def flush_outcomes(timeout: float) -> bool:

@@ -8,6 +8,8 @@ from celery import shared_task
 from celery.signals import (
     task_postrun,
     task_prerun,
+    worker_init,
+    worker_process_init,
     worker_process_shutdown,
     worker_ready,
     worker_shutdown,
@@ -15,7 +17,7 @@ from celery.signals import (
 )
 
 from background.publisher import TASK_NAME
-from worker import registration, runner
+from worker import cancel_relay, registration, runner
 
 # How long a worker process that is ending waits for its queued outcomes to be recorded.
 OUTCOME_FLUSH_SECONDS = 30
@@ -60,6 +62,28 @@ def release_on_shutdown(**kwargs) -> None:
             os.kill(child.pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
+
+
+@worker_init.connect  # the main process, before its pool processes fork: they inherit the handler
+@worker_process_init.connect  # a pool process started otherwise
+def _beat_now_on_signal(**kwargs) -> None:
+    """The cancel relay's signal ends a process that has no handler for it: every process it may
+    signal has one before the relay starts (worker_ready). billiard's blocking pool (the
+    filesystem broker's) replaces it in its pool processes after worker_process_init; each task
+    installs it again (`_task_started`) before its run is RUNNING, the only time the relay
+    signals that process."""
+    runner.install_beat_now_signal()
+
+
+@worker_ready.connect
+def _start_cancel_relay(**kwargs) -> None:
+    cancel_relay.start()
+
+
+@worker_shutting_down.connect
+@worker_shutdown.connect
+def _stop_cancel_relay(**kwargs) -> None:
+    cancel_relay.stop()
 
 
 class _SigtermDuringRun:
@@ -122,6 +146,7 @@ _sigterm = _SigtermDuringRun()
 @task_prerun.connect
 def _task_started(**kwargs) -> None:
     _sigterm.task_started()
+    runner.install_beat_now_signal()
 
 
 @task_postrun.connect

@@ -6,6 +6,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from executions.store.base import (
     OPEN_STATES,
     Beat,
+    CancelListener,
     Change,
     DueListener,
     Moved,
@@ -18,6 +19,7 @@ from executions.store.base import (
 __all__ = [
     "OPEN_STATES",
     "Beat",
+    "CancelListener",
     "Change",
     "DueListener",
     "Moved",

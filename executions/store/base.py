@@ -305,6 +305,15 @@ class Store(AdmissionStatements):
     def due_listener(self) -> "DueListener":
         return DueListener()
 
+    def notify_cancel(self, worker_id: str) -> None:
+        """Tell the worker process `worker_id` ("host:pid") once this transaction commits that one
+        of its runs was asked to cancel, so that it need not wait for its next heartbeat. The
+        embedded default has no such signal; its workers poll (`cancel_listener`)."""
+
+    def cancel_listener(self, *, host: str) -> "CancelListener":
+        """What a worker's cancel relay waits on: the worker ids on `host` with a new cancel request."""
+        return CancelListener(host=host)
+
     def measure_clock(self) -> datetime:
         """The database's time now, for db_now() to anchor on (a remote clock only)."""
         raise NotImplementedError
@@ -351,6 +360,35 @@ class DueListener:
         or None if none did (the whole wait passed)."""
         sleep(seconds)
         return None
+
+    def close(self) -> None:
+        pass
+
+
+class CancelListener:
+    """Finds the worker processes on one host that have a run with a new cancel request, by
+    polling: the embedded default is one machine and one SQLite file, and the query reads only
+    the RUNNING rows. Each request is reported once (the heartbeat is the fallback should its
+    signal be missed)."""
+
+    POLL_SECONDS = 0.3
+
+    def __init__(self, *, host: str) -> None:
+        self._prefix = f"{host}:"
+        self._reported: set[Any] = set()  # execution ids already reported and still RUNNING
+
+    def wait(self, seconds: float, sleep: Callable[[float], Any]) -> list[str]:
+        """Wait up to `seconds` (`sleep` waits, and may return early). Returns the worker ids
+        ("host:pid") of the runs asked to cancel since the last call, possibly none."""
+        sleep(min(seconds, self.POLL_SECONDS))
+        asked = dict(
+            Execution.objects.filter(
+                state=S.RUNNING, cancel_requested_at__isnull=False, worker_id__startswith=self._prefix
+            ).values_list("id", "worker_id")
+        )
+        new = {worker_id for execution_id, worker_id in asked.items() if execution_id not in self._reported}
+        self._reported = set(asked)
+        return sorted(new)
 
     def close(self) -> None:
         pass

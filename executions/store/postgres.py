@@ -9,7 +9,8 @@
 - Batches are taken with FOR UPDATE SKIP LOCKED, so any number of dispatchers and sweepers work
   side by side on disjoint rows.
 - NOTIFY wakes dispatchers, transactionally: delivered only if and when the creating transaction
-  commits, so a dispatcher never wakes for a row it cannot see.
+  commits, so a dispatcher never wakes for a row it cannot see. A cancel request reaches the
+  worker running it the same way.
 """
 
 import contextlib
@@ -28,13 +29,25 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from executions.models import Execution
 from executions.states import TERMINAL, ExecutionState
 from executions.store.admission import PostgresAdmissionStatements
-from executions.store.base import MOVED_COLUMNS, OPEN_STATES, Change, DueListener, Moved, Started, Store, Success
+from executions.store.base import (
+    MOVED_COLUMNS,
+    OPEN_STATES,
+    CancelListener,
+    Change,
+    DueListener,
+    Moved,
+    Started,
+    Store,
+    Success,
+)
 from executions.store.base import update_sql as _update_sql
 from jobs.models import Job, JobType
 from jobs.states import JobState
 
 S = ExecutionState
 CHANNEL = "tickwork_due"
+# Its payload: the worker id ("host:pid") of a run asked to cancel.
+CANCEL_CHANNEL = "tickwork_cancel"
 logger = logging.getLogger(__name__)
 
 # What a single-row move reads back from its CTE `moved`.
@@ -204,6 +217,14 @@ class PostgresStore(Store, PostgresAdmissionStatements):
     def due_listener(self) -> DueListener:
         return Listener(self.db.get_connection_params())
 
+    def notify_cancel(self, worker_id: str) -> None:
+        with self.db.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [CANCEL_CHANNEL, worker_id])
+
+    def cancel_listener(self, *, host: str) -> CancelListener:
+        # Every worker host hears every request: NOTIFY has no filter, and a cancel is rare.
+        return CancelNotifications(self.db.get_connection_params())
+
     def measure_clock(self) -> datetime:
         with self.db.cursor() as cursor:
             cursor.execute("SELECT clock_timestamp()")
@@ -282,15 +303,17 @@ def _due(payload: str) -> datetime:
     return due if due.tzinfo is not None else ALREADY_DUE
 
 
-class Listener(DueListener):
-    """A dedicated autocommit connection that LISTENs; `wait` returns early on a notification.
-    If it cannot listen (PostgreSQL is down or restarting, at start or later), `wait` sleeps
-    instead and tries again, at once the first time and then after a pause that doubles with
-    each failure, up to RETRY_MAX_SECONDS, with one warning per try: the dispatcher polls
-    meanwhile and loses no work. Never raises: a dispatcher started before the database waits
-    for it like every other role, instead of exiting."""
+class _Listening:
+    """A dedicated autocommit connection that LISTENs on `channel`. If it cannot listen
+    (PostgreSQL is down or restarting, at start or later), a wait sleeps instead and tries again,
+    at once the first time and then after a pause that doubles with each failure, up to
+    RETRY_MAX_SECONDS, with one warning per try. Never raises: a role started before the database
+    waits for it like every other role, instead of exiting. A notification sent while it is not
+    listening is lost: each listener has a fallback (the dispatcher polls, a worker heartbeats)."""
 
     RETRY_MAX_SECONDS = 30.0
+    channel: ClassVar[str]
+    purpose: ClassVar[str]  # for the warning: "listening for <purpose> failed"
 
     def __init__(self, params: dict[str, Any]) -> None:
         self._params = params
@@ -306,7 +329,7 @@ class Listener(DueListener):
             return False
         try:
             self._conn = psycopg.connect(**self._params, autocommit=True)
-            self._conn.execute(f"LISTEN {CHANNEL}")
+            self._conn.execute(f"LISTEN {self.channel}")
         except psycopg.Error as exc:
             self._failed(exc)
             return False
@@ -320,32 +343,56 @@ class Listener(DueListener):
         self._failures += 1
         self._retry_at = time.monotonic() + pause
         logger.warning(
-            "listening for due work failed (%s); polling until it can listen again (in %.0fs)",
+            "listening for %s failed (%s); polling until it can listen again (in %.0fs)",
+            self.purpose,
             str(exc).strip().split("\n", 1)[0],
             pause,
         )
 
-    def wait(self, seconds: float, sleep: Callable[[float], Any]) -> datetime | None:
+    def _payloads(self, seconds: float, sleep: Callable[[float], Any]) -> list[str]:
+        """The payloads of the notifications that came within `seconds` (all that had come by the
+        first); none if the wait passed without one, or if it could not listen (then it sleeps)."""
         if seconds <= 0:
-            return None
+            return []
         if self._conn is None and not self._listen():
             sleep(seconds)
-            return None
+            return []
         assert self._conn is not None
         try:
             if not select.select([self._conn.fileno()], [], [], seconds)[0]:
-                return None
-            # Drain: several creates may have notified; one wake-up serves them all. A dropped
-            # connection is readable too: its farewell reads as no notification, and the next
-            # read raises.
-            return min((_due(n.payload) for n in self._conn.notifies(timeout=0)), default=None)
+                return []
+            # Drain: several may have notified; one wake-up serves them all. A dropped connection
+            # is readable too: its farewell reads as no notification, and the next read raises.
+            return [n.payload for n in self._conn.notifies(timeout=0)]
         except psycopg.Error as exc:
             self._failed(exc)
             sleep(seconds)
-            return None
+            return []
 
     def close(self) -> None:
         if self._conn is not None:
             with contextlib.suppress(psycopg.Error):
                 self._conn.close()
             self._conn = None
+
+
+class Listener(_Listening, DueListener):
+    """Wakes a dispatcher: `wait` returns early on a notification of due work; the dispatcher
+    polls while it cannot listen and loses no work."""
+
+    channel = CHANNEL
+    purpose = "due work"
+
+    def wait(self, seconds: float, sleep: Callable[[float], Any]) -> datetime | None:
+        return min((_due(payload) for payload in self._payloads(seconds, sleep)), default=None)
+
+
+class CancelNotifications(_Listening, CancelListener):
+    """Tells a worker's cancel relay which worker processes have a run just asked to cancel
+    (`notify_cancel`). The relay picks out its own host's; the rest are other machines'."""
+
+    channel = CANCEL_CHANNEL
+    purpose = "cancel requests"
+
+    def wait(self, seconds: float, sleep: Callable[[float], Any]) -> list[str]:
+        return self._payloads(seconds, sleep)
