@@ -52,9 +52,9 @@ def test_defect7_with_future_work_pending_the_dispatcher_loop_runs_clean_and_on_
 
 
 def test_high_priority_starts_before_a_low_backlog_already_on_the_broker(live, tenant, make_job):
-    """A pool with one worker slot and a backlog of LOW runs that the dispatcher has already
-    published: HIGH jobs created afterwards start next (after at most the run in progress and
-    what the worker had taken ahead), not after the backlog."""
+    """A pool with one worker slot and a backlog of LOW runs, as much of it admitted (published) as
+    the slot allows: HIGH jobs created afterwards start next (after at most the run in progress and
+    what is on the broker or taken ahead), not after the backlog."""
     if live.broker_url.startswith("filesystem"):
         pytest.skip("kombu's filesystem broker has no message priorities: first come, first served (README)")
     live.worker(concurrency=1, wait=False)
@@ -66,9 +66,9 @@ def test_high_priority_starts_before_a_low_backlog_already_on_the_broker(live, t
         for _ in range(10)
     ]
     wait_for(
-        lambda: Execution.objects.filter(job__in=lows, state="QUEUED").count() >= 8,
+        lambda: Execution.objects.filter(job__in=lows, state__in=["QUEUED", "RUNNING"]).count() >= 2,
         timeout=15,
-        what="the LOW backlog on the broker",
+        what="the LOW backlog admitted (one slot x headroom 2)",
     )
     highs = [make_job(tenant, run_at=timezone.now(), priority=Priority.HIGH) for _ in range(2)]
 

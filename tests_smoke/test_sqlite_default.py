@@ -72,9 +72,11 @@ from executions.models import Execution
 from jobs.models import Job
 from executions.scheduling import job_create
 from tenants.models import Tenant
+from testing.steps import capacity
 
 call_command("create_tenant", "acme", stdout=io.StringIO())
 now = timezone.now()
+capacity(now)  # a worker's slots to admit it to
 fields = {"name": "every minute", "type": "CRON", "schedule": "* * * * *", "pool": "default", "handler": "noop"}
 job = job_create(tenant=Tenant.objects.get(slug="acme"), fields=fields, now=now - timedelta(minutes=2)).job
 publisher = InMemoryPublisher()

@@ -17,6 +17,7 @@ from background.publisher import TASK_NAME, CeleryPublisher, Dispatch, InMemoryP
 from dispatcher import dispatcher
 from executions.models import Execution
 from testing.harness import Live, database_url, wait_for
+from testing.steps import capacity
 
 REDIS_DB = int(os.environ.get("TICKWORK_TEST_PUBLISHER_REDIS_DB", "4"))
 
@@ -221,6 +222,7 @@ def test_a_real_worker_runs_what_the_publisher_sent(transactional_db, broker_url
     live = Live(tmp_dir=tmp_path, env=env, broker_url=broker_url)
     try:
         live.worker(concurrency=1)
+        capacity(timezone.now(), slots=len(jobs))  # all of them admitted at once, to the one worker's queue
         result = dispatcher.run_once(now=timezone.now(), publisher=CeleryPublisher(app=celery_app(broker_url)))
         assert result.published == len(jobs)
 
