@@ -24,6 +24,7 @@ from dashboard import forms, selectors, services
 from dashboard.models import AuditOutcome
 from dashboard.services import ActionRefused, Actor, Target
 from executions.clock import db_now
+from executions.pending_reasons import pending_reasons
 from executions.selectors import execution_get, execution_list
 from executions.states import ACTIVE as EXECUTION_ACTIVE
 from executions.states import REDRIVABLE, ExecutionState
@@ -277,6 +278,7 @@ def job_detail(request: ScopedRequest, job_id: uuid.UUID) -> HttpResponse:
     now = timezone.now()
     page = _page_number(request)
     executions, has_next = selectors.job_executions_page(scope=request.tenant_scope, job=job, page=page)
+    _with_pending_reasons(executions)
     return _page(
         request,
         "dashboard/job_detail.html",
@@ -363,6 +365,7 @@ def execution_list_view(request: ScopedRequest) -> HttpResponse:
     filters = _execution_filters(request)
     page = _page_number(request)
     result = selectors.execution_page(scope=request.tenant_scope, filters=filters, page=page, now=timezone.now())
+    _with_pending_reasons(result.rows)
     dead_letter = filters.state == S.DEAD
     return _page(
         request,
@@ -383,6 +386,14 @@ def execution_list_view(request: ScopedRequest) -> HttpResponse:
             "here": request.get_full_path(),
         },
     )
+
+
+def _with_pending_reasons(executions) -> None:
+    """Each execution of a page with its reason to wait (`pending_reason`, None unless it waits),
+    read for the page at once."""
+    reasons = pending_reasons(list(executions), now=db_now())
+    for execution in executions:
+        execution.pending_reason = reasons.get(execution.pk)
 
 
 def _execution_or_404(request: ScopedRequest, execution_id):
@@ -409,6 +420,7 @@ def execution_detail(request: ScopedRequest, execution_id: uuid.UUID) -> HttpRes
             "audit": selectors.audit_for_execution(scope=request.tenant_scope, execution=execution),
             "can_cancel": execution.state in CANCELLABLE,
             "can_retry": execution.state in REDRIVABLE,
+            "pending": pending_reasons([execution], now=db_now()).get(execution.pk),
             "here": request.get_full_path(),
         },
     )

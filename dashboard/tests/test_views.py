@@ -531,3 +531,21 @@ def test_a_live_refresh_does_not_consume_flash_messages(member_client, tenant, m
     shown = member_client.get(f"/dashboard/jobs/{job.pk}/").content.decode()
     assert "paused." not in refresh
     assert "paused." in shown
+
+
+def test_a_waiting_execution_says_why_on_its_page_and_in_the_lists(staff_client, tenant, make_job):
+    """pendingReason on the execution page, and as the error column of every list of executions."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from executions.models import Execution
+
+    job = make_job(tenant, run_at=timezone.now() - timedelta(seconds=5))
+    execution = Execution.objects.get(job=job)  # due, and no worker serves its pool
+    page = staff_client.get(f"/dashboard/executions/{execution.pk}/").content.decode()
+    assert 'data-testid="pending-reason"' in page and "NO_WORKERS" in page
+    assert "no live worker serves pool default" in page
+    for path in ("/dashboard/executions/?state=PENDING", f"/dashboard/jobs/{job.pk}/"):
+        listed = staff_client.get(path).content.decode()
+        assert "NO_WORKERS" in listed and "Error, or why it waits" in listed
