@@ -64,6 +64,8 @@ def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
     """The due executions to admit now, at most `limit`. Call inside the claim's transaction:
     it takes the claim lock, which that transaction holds until it ends."""
     s = store()
+    if not s.anything_due(now=now):
+        return Admission()
     s.claim_lock()
     capacity = registry.capacity(now)
     queued: Counter[str] = Counter()

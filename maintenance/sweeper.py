@@ -19,9 +19,12 @@ from executions import transitions
 from executions.clock import db_now
 from executions.services import execution_settle_failure
 from executions.states import ExecutionState
+from pools import registry
 
 logger = logging.getLogger(__name__)
 S = ExecutionState
+# A worker not seen for this long (stopped, or gone) leaves the registry: the operator has seen it.
+WORKER_RETENTION = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class SweepResult:
     force_cancelled: int = 0
     republished: int = 0
     pruned: int = 0
+    workers_forgotten: int = 0
 
     def total(self) -> int:
         return sum(getattr(self, f.name) for f in fields(self))
@@ -104,6 +108,7 @@ def run_once(*, now: datetime, publisher: Publisher, config: SweeperSettings | N
         force_cancelled=force_cancel(now=now, limit=limit, cancel_grace=config.cancel_grace),
         republished=republish(now=now, limit=limit, publisher=publisher, publish_grace=config.publish_grace),
         pruned=transitions.prune_many(before=now - config.retention, limit=limit),
+        workers_forgotten=registry.prune(now=now, older_than=WORKER_RETENTION),
     )
     if result.total():
         logger.info("sweep: %s", result)

@@ -29,6 +29,16 @@ class AdmissionStatements:
     def fetch(self, sql: str, params: Sequence[Any], *, read_as: Sequence[Any] = ()) -> list[tuple]:
         raise NotImplementedError  # the store's
 
+    def anything_due(self, *, now: datetime) -> bool:
+        """Whether any execution of an active job is due: a dispatcher's look at a quiet moment
+        is this one probe of the due index, not the claim's statements."""
+        rows = self.fetch(
+            f"SELECT 1 FROM executions_execution e {_ACTIVE_JOB}"
+            " WHERE e.state = 'PENDING' AND e.available_at <= %s LIMIT 1",
+            [now],
+        )
+        return bool(rows)
+
     def claim_lock(self) -> None:
         """Make concurrent claims take turns, until this transaction ends: a tenant's concurrency
         limit and a pool's capacity are counts over everything admitted, which two claims side by
@@ -104,7 +114,12 @@ class AdmissionStatements:
                 unique_fields=["tenant", "pool"],
                 update_fields=["finish_tag"],
             )
-        PoolClock.objects.update_or_create(pool=pool, defaults={"virtual_time": virtual_time})
+        PoolClock.objects.bulk_create(
+            [PoolClock(pool=pool, virtual_time=virtual_time)],
+            update_conflicts=True,
+            unique_fields=["pool"],
+            update_fields=["virtual_time"],
+        )
 
 
 class PostgresAdmissionStatements(AdmissionStatements):

@@ -1,0 +1,47 @@
+"""How much waits on the broker beyond a pool's slots (dispatcher/buffer.py), as pure logic."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dispatcher.buffer import BrokerBuffer
+from executions.admission import Load
+
+
+def _load(slots: int, queued: int, running: int) -> Load:
+    return Load(workers=1, slots=slots, busy=running, queued=queued, running=running)
+
+
+def test_the_floor_is_slots_times_headroom():
+    assert BrokerBuffer(headroom=2.0, most=1000).limit("p", _load(4, 0, 0)) == 8
+    assert BrokerBuffer(headroom=1.0, most=1000).limit("p", _load(4, 0, 0)) == 4
+
+
+def test_it_doubles_while_workers_run_dry_and_shrinks_when_more_than_half_waits():
+    buffer = BrokerBuffer(headroom=1.5, most=1000)
+    limits = []
+    for _ in range(6):  # held back each time, and each time the queue was empty with a slot idle
+        limits.append(buffer.limit("p", _load(2, 0, 1)))
+        buffer.claimed({"p"})
+    assert limits == [3, 4, 6, 10, 18, 34]
+    # Now more than half of it waits at each look: it shrinks back, to the floor at least.
+    for _ in range(30):
+        buffer.limit("p", _load(2, 30, 2))
+    assert buffer.limit("p", _load(2, 30, 2)) == 3
+
+
+def test_a_pool_that_did_not_hold_work_back_does_not_grow():
+    buffer = BrokerBuffer(headroom=2.0, most=1000)
+    buffer.claimed(set())
+    assert buffer.limit("p", _load(2, 0, 0)) == buffer.limit("p", _load(2, 0, 0)) == 4
+
+
+@given(
+    slots=st.integers(0, 64),
+    looks=st.lists(st.tuples(st.integers(0, 500), st.integers(0, 64), st.booleans()), max_size=40),
+)
+def test_the_limit_stays_between_the_floor_and_the_most(slots, looks):
+    buffer = BrokerBuffer(headroom=2.0, most=100)
+    for queued, running, held in looks:
+        limit = buffer.limit("p", _load(slots, queued, min(running, slots)))
+        assert 2 * slots <= limit <= slots + max(slots, 100)
+        buffer.claimed({"p"} if held else set())
