@@ -2,14 +2,18 @@
 
 What waits on the broker is past the fair order (a broker queue is first come, first served),
 so the less the better; but a worker slot that frees with nothing on the broker idles until the
-dispatcher's next claim. The floor is `headroom`: slots * (headroom - 1) messages. For short
-runs that is not enough (a slot empties many times between two claims), so the buffer adapts,
-per pool, between claims of a dispatcher:
-- it doubles when the pool left due work waiting at the last claim and now has nothing queued
-  and a slot idle: the workers ran dry;
-- it shrinks by a quarter when more than half of it is still queued: more than needed.
-So it settles near what the pool's workers run between two claims, and a newcomer's execution
-waits behind about that much, not behind a backlog."""
+dispatcher's next claim. So each pool may have, beyond its slots:
+- at least slots * (headroom - 1) messages;
+- at least what its workers take in `window` seconds at the rate they last reported (the
+  registry's `rate`): about two of the dispatcher's looks while it holds work back, so a pool of
+  short runs is not held back at a load its workers carry, and a newcomer waits behind about
+  that much, never behind a backlog;
+- more while it runs dry: the buffer doubles when the pool left due work waiting at the last
+  claim and now has nothing queued (the workers took all there was: a slot that frees now
+  idles; busy slots do not tell, as a run whose outcome is being recorded is still RUNNING),
+  and shrinks by a quarter, down to the two floors above, when more than half of it is still
+  queued at the next look.
+"""
 
 import math
 
@@ -17,17 +21,18 @@ from executions.admission import Load
 
 
 class BrokerBuffer:
-    def __init__(self, *, headroom: float, most: int) -> None:
+    def __init__(self, *, headroom: float, most: int, window: float = 0.0) -> None:
         self.headroom = headroom
         self.most = most
+        self.window = window
         self.sizes: dict[str, float] = {}
         self.held_back: set[str] = set()
 
     def limit(self, pool: str, load: Load) -> int:
         """What `pool` may have admitted (QUEUED + RUNNING) now."""
-        floor = math.ceil(load.slots * max(self.headroom - 1, 0))
+        floor = max(math.ceil(load.slots * max(self.headroom - 1, 0)), math.ceil(load.rate * self.window))
         size = self.sizes.get(pool, floor)
-        if pool in self.held_back and load.queued == 0 and load.running < load.slots:
+        if pool in self.held_back and load.queued == 0:
             size = max(size * 2, 1)
         elif load.queued > size / 2:
             size *= 0.75

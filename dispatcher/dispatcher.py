@@ -60,7 +60,8 @@ class DispatcherSettings:
         )
 
     def buffer(self) -> BrokerBuffer:
-        return BrokerBuffer(headroom=self.headroom, most=self.max_buffer)
+        # Two looks' worth: the longest a slot may wait for the next claim while work is held back.
+        return BrokerBuffer(headroom=self.headroom, most=self.max_buffer, window=2 * self.admit_poll)
 
 
 @dataclass
@@ -137,8 +138,11 @@ def serve(*, stop: StopFlag, publisher: Publisher, config: DispatcherSettings | 
         if last["full"]:
             return 0  # more is due right now
         # A pool that holds due work back is looked at again soon: as its slots free, the next
-        # executions are chosen then, in the order of that moment.
-        look_again = time.monotonic() + (config.admit_poll if result.held_back else math.inf)
+        # executions are chosen then, in the order of that moment. Until then new work wakes no
+        # claim: it could not be admitted before a slot frees either, and a claim per create was
+        # most of a busy pool's dispatching cost (work for a pool with room waits that long too).
+        held_back = bool(result.held_back)
+        look_again = time.monotonic() + (config.admit_poll if held_back else math.inf)
         clock.claimed(now)
         if result.materialised:
             clock.forget()
@@ -150,7 +154,7 @@ def serve(*, stop: StopFlag, publisher: Publisher, config: DispatcherSettings | 
             if heard is None:
                 return 0  # the due time (or the poll) came
             clock.heard(heard)
-            if heard <= db_now():
+            if heard <= db_now() and not held_back:
                 return 0
         return 0
 

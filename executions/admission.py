@@ -27,7 +27,6 @@ from executions.store import store
 from executions.store.admission import DueRow
 from pools import registry
 from pools.fair import Contender, FairShare, Share
-from tenants.models import Tenant
 
 # How many times a contended claim offers the starts that tenants with fewer due executions
 # than their share left over (each time to the others, in fair order).
@@ -43,6 +42,7 @@ class Load:
     busy: int
     queued: int
     running: int
+    rate: float = 0.0  # runs its workers take per second, as they last reported
 
     @property
     def admitted(self) -> int:
@@ -67,18 +67,19 @@ def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
     if not s.anything_due(now=now):
         return Admission()
     s.claim_lock()
-    capacity = registry.capacity(now)
+    snapshot = s.snapshot(live_since=now - registry.offline_after())
+    capacity = registry.totals(snapshot.workers)
     queued: Counter[str] = Counter()
     running: Counter[str] = Counter()
     tenant_load: Counter[int] = Counter()
-    for pool, tenant_id, state, count in s.in_flight():
+    for pool, tenant_id, state, count in snapshot.admitted:
         (queued if state == "QUEUED" else running)[pool] += count
         tenant_load[tenant_id] += count
-    caps = _limits()
+    caps = snapshot.limits
     admission = Admission()
     for pool in sorted(capacity):
         c = capacity[pool]
-        load = Load(c.workers, c.slots, c.busy, queued[pool], running[pool])
+        load = Load(c.workers, c.slots, c.busy, queued[pool], running[pool], c.rate)
         admission.loads[pool] = load
         free = min(limit_of(pool, load) - load.admitted, limit - len(admission.chosen))
         rows = s.due_in_pool(pool=pool, now=now, limit=max(free, 0) + 1)
@@ -94,12 +95,6 @@ def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
             admission.chosen += taken
             tenant_load.update(row[2] for row in taken)
     return admission
-
-
-def _limits() -> dict[int, int]:
-    """The tenants that have a concurrency limit, and it."""
-    limited = Tenant.objects.filter(max_concurrent_executions__isnull=False)
-    return {t: cap for t, cap in limited.values_list("id", "max_concurrent_executions") if cap is not None}
 
 
 def _within_limits(rows: list[DueRow], tenant_load: Counter[int], caps: dict[int, int]) -> bool:

@@ -14,6 +14,8 @@ class Worker(models.Model):
     pools = models.JSONField(default=list)  # the pools whose queues it consumes
     slots = models.PositiveIntegerField()  # runs it can hold at once (its concurrency)
     busy = models.PositiveIntegerField(default=0)  # runs it holds, as of last_seen_at
+    processed = models.PositiveBigIntegerField(default=0)  # runs it has taken since it started
+    rate = models.FloatField(default=0.0)  # runs it took per second between its last two reports
     started_at = models.DateTimeField()
     last_seen_at = models.DateTimeField()
     stopped_at = models.DateTimeField(null=True, blank=True)  # a clean stop: offline at once

@@ -6,7 +6,7 @@ every `now` here is) and has not stopped. One that is killed simply stops report
 stop counting after that bound. Its running executions are not its registry's business: their
 leases expire and the sweeper retries them."""
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -23,6 +23,7 @@ class Capacity:
     workers: int
     slots: int
     busy: int
+    rate: float = 0.0  # runs taken per second, as the workers last reported
 
 
 def offline_after() -> timedelta:
@@ -42,10 +43,15 @@ def register(*, hostname: str, pid: int, pools: Sequence[str], slots: int, now: 
     return worker.pk
 
 
-def beat(*, worker_id: int, busy: int, now: datetime) -> bool:
-    """The worker is still there, with `busy` slots taken. False if its row is gone or stopped
-    (pruned after a long pause, say): it should register again."""
-    return bool(Worker.objects.filter(pk=worker_id, stopped_at__isnull=True).update(busy=busy, last_seen_at=now))
+def beat(*, worker_id: int, busy: int, processed: int, rate: float, now: datetime) -> bool:
+    """The worker is still there, with `busy` slots taken, having taken `processed` runs since it
+    started, `rate` a second lately. False if its row is gone or stopped (pruned after a long
+    pause, say): it should register again."""
+    return bool(
+        Worker.objects.filter(pk=worker_id, stopped_at__isnull=True).update(
+            busy=busy, processed=processed, rate=rate, last_seen_at=now
+        )
+    )
 
 
 def deregister(*, worker_id: int, now: datetime) -> None:
@@ -56,12 +62,17 @@ def deregister(*, worker_id: int, now: datetime) -> None:
 def capacity(now: datetime) -> dict[str, Capacity]:
     """Per pool, what its live workers offer. A worker serving several pools counts in each:
     its slots are shared, so the pools' capacities are not to be added up."""
-    totals: dict[str, Capacity] = {}
-    for pools, slots, busy in Worker.objects.filter(live(now)).values_list("pools", "slots", "busy"):
+    return totals(Worker.objects.filter(live(now)).values_list("pools", "slots", "busy", "rate"))
+
+
+def totals(workers: Iterable[tuple[list[str], int, int, float]]) -> dict[str, Capacity]:
+    """`capacity` of the live workers' (pools, slots, busy, rate), however they were read."""
+    sums: dict[str, Capacity] = {}
+    for pools, slots, busy, rate in workers:
         for pool in pools:
-            have = totals.get(pool, Capacity(0, 0, 0))
-            totals[pool] = Capacity(have.workers + 1, have.slots + slots, have.busy + busy)
-    return totals
+            have = sums.get(pool, Capacity(0, 0, 0))
+            sums[pool] = Capacity(have.workers + 1, have.slots + slots, have.busy + busy, have.rate + rate)
+    return sums
 
 
 def prune(*, now: datetime, older_than: timedelta) -> int:

@@ -10,6 +10,7 @@ import logging
 import os
 import socket
 import threading
+import time
 
 from celery.worker import state as celery_state
 from django.conf import settings
@@ -30,6 +31,7 @@ class Registration(threading.Thread):
         self.pools, self.slots = pools, slots
         self.row: int | None = None
         self.stopping = threading.Event()
+        self.last = (time.monotonic(), _processed())  # for the rate: when, and how many taken
 
     def run(self) -> None:
         while True:
@@ -51,7 +53,12 @@ class Registration(threading.Thread):
 
     def _report(self) -> None:
         now = db_now()
-        if self.row is not None and registry.beat(worker_id=self.row, busy=_busy(), now=now):
+        at, processed = time.monotonic(), _processed()
+        rate = (processed - self.last[1]) / max(at - self.last[0], 1e-3)
+        self.last = (at, processed)
+        if self.row is not None and registry.beat(
+            worker_id=self.row, busy=_busy(), processed=processed, rate=rate, now=now
+        ):
             return
         self.row = registry.register(hostname=self.hostname, pid=self.pid, pools=self.pools, slots=self.slots, now=now)
         logger.info("registered for pools %s with %d slots", ", ".join(self.pools), self.slots)
@@ -64,6 +71,11 @@ class Registration(threading.Thread):
 def _busy() -> int:
     # Celery's own count of the task requests its pool is running.
     return len(celery_state.active_requests)
+
+
+def _processed() -> int:
+    # Celery's own count of the task requests this worker has taken since it started.
+    return celery_state.all_total_count[0]
 
 
 _registration: Registration | None = None

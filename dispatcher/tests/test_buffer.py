@@ -45,3 +45,9 @@ def test_the_limit_stays_between_the_floor_and_the_most(slots, looks):
         limit = buffer.limit("p", _load(slots, queued, min(running, slots)))
         assert 2 * slots <= limit <= slots + max(slots, 100)
         buffer.claimed({"p"} if held else set())
+
+
+def test_a_pool_keeps_what_its_workers_take_in_the_window_at_their_reported_rate():
+    buffer = BrokerBuffer(headroom=2.0, most=1000, window=0.1)
+    load = Load(workers=1, slots=2, busy=2, queued=0, running=2, rate=300.0)
+    assert buffer.limit("p", load) == 2 + 30

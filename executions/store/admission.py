@@ -9,10 +9,11 @@ as index probes whose cost follows the number of tenants and of rows taken, neve
 - each chosen tenant's next executions: one probe per tenant, LIMIT its share.
 """
 
+import json
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import models
 
@@ -21,6 +22,13 @@ from pools.models import PoolClock, TenantShare
 
 # A row of the claim: (execution id, whether its job is a cron job, tenant id, priority).
 DueRow = tuple[uuid.UUID, bool, int, int]
+
+
+class Snapshot(NamedTuple):
+    workers: list[tuple[list[str], int, int, float]]  # live: (pools, slots, busy, rate)
+    admitted: list[tuple[str, int, str, int]]  # (pool, tenant id, QUEUED or RUNNING, count)
+    limits: dict[int, int]  # tenant id: its concurrency limit, for those that have one
+
 
 _ACTIVE_JOB = "JOIN jobs_job j ON j.id = e.job_id AND j.state = 'ACTIVE'"
 
@@ -32,9 +40,11 @@ class AdmissionStatements:
     def anything_due(self, *, now: datetime) -> bool:
         """Whether any execution of an active job is due: a dispatcher's look at a quiet moment
         is this one probe of the due index, not the claim's statements."""
+        # ORDER BY: a walk of the due index from its start. Without it the planner may take
+        # LIMIT 1 as a reason to scan the whole table (16 ms at 100,000 rows, seen in EXPLAIN).
         rows = self.fetch(
             f"SELECT 1 FROM executions_execution e {_ACTIVE_JOB}"
-            " WHERE e.state = 'PENDING' AND e.available_at <= %s LIMIT 1",
+            " WHERE e.state = 'PENDING' AND e.available_at <= %s ORDER BY e.available_at LIMIT 1",
             [now],
         )
         return bool(rows)
@@ -43,6 +53,29 @@ class AdmissionStatements:
         """Make concurrent claims take turns, until this transaction ends: a tenant's concurrency
         limit and a pool's capacity are counts over everything admitted, which two claims side by
         side would each read without the other's. SQLite has one writer at a time already."""
+
+    def snapshot(self, *, live_since: datetime) -> "Snapshot":
+        """What a claim starts from, in one round trip: the live workers (reported since
+        `live_since` and not stopped, as pools.registry.live says), what is admitted per pool,
+        tenant and state, and the tenants' concurrency limits."""
+        workers, admitted, limits = [], [], {}
+        rows = self.fetch(
+            "SELECT 'w', CAST(w.pools AS TEXT), w.slots, w.busy, CAST(w.rate AS REAL) FROM pools_worker w"
+            " WHERE w.stopped_at IS NULL AND w.last_seen_at >= %s"
+            " UNION ALL SELECT 'a', e.pool, e.tenant_id, COUNT(*), CAST(e.state = 'QUEUED' AS INTEGER)"
+            " FROM executions_execution e WHERE e.state IN ('QUEUED', 'RUNNING') GROUP BY e.pool, e.tenant_id, e.state"
+            " UNION ALL SELECT 'c', NULL, t.id, t.max_concurrent_executions, 0 FROM tenants_tenant t"
+            " WHERE t.max_concurrent_executions IS NOT NULL",
+            [live_since],
+        )
+        for kind, text, a, b, c in rows:
+            if kind == "w":
+                workers.append((json.loads(text), a, b, float(c)))
+            elif kind == "a":
+                admitted.append((text, a, "QUEUED" if c else "RUNNING", b))
+            else:
+                limits[a] = b
+        return Snapshot(workers, admitted, limits)
 
     def in_flight(self) -> list[tuple[str, int, str, int]]:
         """(pool, tenant id, state, count) of the QUEUED and RUNNING executions: what is admitted.

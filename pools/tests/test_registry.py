@@ -17,9 +17,9 @@ def test_capacity_counts_live_workers_per_pool_and_a_shared_worker_in_each(setti
     now = timezone.now()
     a = registry.register(hostname="a", pid=1, pools=["default"], slots=4, now=now)
     registry.register(hostname="b", pid=2, pools=["default", "etl"], slots=2, now=now)
-    registry.beat(worker_id=a, busy=3, now=now)
+    registry.beat(worker_id=a, busy=3, processed=10, rate=5.0, now=now)
     assert registry.capacity(now) == {
-        "default": registry.Capacity(workers=2, slots=6, busy=3),
+        "default": registry.Capacity(workers=2, slots=6, busy=3, rate=5.0),
         "etl": registry.Capacity(workers=1, slots=2, busy=0),
     }
 
@@ -33,8 +33,12 @@ def test_a_worker_that_stops_reporting_is_offline_after_the_bound_and_a_stopped_
     registry.deregister(worker_id=stopped, now=now + timedelta(seconds=1))
     assert registry.capacity(now + timedelta(seconds=1))["default"].slots == 4
     assert registry.capacity(now + timedelta(seconds=10.5)) == {}
-    assert registry.beat(worker_id=quiet, busy=0, now=now + timedelta(seconds=11))  # back: live again
-    assert not registry.beat(worker_id=stopped, busy=0, now=now + timedelta(seconds=11))  # must register anew
+    assert registry.beat(
+        worker_id=quiet, busy=0, processed=0, rate=0.0, now=now + timedelta(seconds=11)
+    )  # back: live again
+    assert not registry.beat(
+        worker_id=stopped, busy=0, processed=0, rate=0.0, now=now + timedelta(seconds=11)
+    )  # must register anew
     assert registry.capacity(now + timedelta(seconds=11))["default"] == registry.Capacity(1, 4, 0)
 
 
