@@ -100,7 +100,7 @@ def parse_args(argv: list[str]) -> Config:
         herd=args.herd or (10_000 if quick else 100_000),
         herd_tenants=args.herd_tenants or (100 if quick else 500),
         fair_backlog=500 if quick else 2_000,
-        noisy_backlog=2_000 if quick else 10_000,
+        noisy_backlog=5_000 if quick else 20_000,
     )
 
 

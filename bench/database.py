@@ -125,8 +125,9 @@ class Database:
         self.conn.execute("DELETE FROM pools_worker WHERE hostname = 'bench-capacity'")
         if slots:
             self.conn.execute(
-                "INSERT INTO pools_worker (hostname, pid, pools, slots, busy, started_at, last_seen_at)"
-                " VALUES ('bench-capacity', 0, '[\"default\"]', %s, 0, now(), now())",
+                "INSERT INTO pools_worker"
+                " (hostname, pid, pools, slots, busy, processed, rate, started_at, last_seen_at)"
+                " VALUES ('bench-capacity', 0, '[\"default\"]', %s, 0, 0, 0, now(), now())",
                 [slots],
             )
 

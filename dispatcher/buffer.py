@@ -9,10 +9,10 @@ dispatcher's next claim. So each pool may have, beyond its slots:
   short runs is not held back at a load its workers carry, and a newcomer waits behind about
   that much, never behind a backlog;
 - more while it runs dry: the buffer doubles when the pool left due work waiting at the last
-  claim and now has nothing queued (the workers took all there was: a slot that frees now
-  idles; busy slots do not tell, as a run whose outcome is being recorded is still RUNNING),
-  and shrinks by a quarter, down to the two floors above, when more than half of it is still
-  queued at the next look.
+  claim and now has less queued than it has slots (the workers took nearly all there was: a
+  slot that frees now may idle; busy slots do not tell, as a run whose outcome is being
+  recorded is still RUNNING), and shrinks by a quarter, down to the two floors above, when more
+  than half of it is still queued at the next look.
 """
 
 import math
@@ -32,7 +32,7 @@ class BrokerBuffer:
         """What `pool` may have admitted (QUEUED + RUNNING) now."""
         floor = max(math.ceil(load.slots * max(self.headroom - 1, 0)), math.ceil(load.rate * self.window))
         size = self.sizes.get(pool, floor)
-        if pool in self.held_back and load.queued == 0:
+        if pool in self.held_back and load.queued < max(load.slots, 1):
             size = max(size * 2, 1)
         elif load.queued > size / 2:
             size *= 0.75
