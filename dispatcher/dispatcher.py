@@ -1,9 +1,10 @@
-"""The dispatcher: claim what is due, materialise the next cron fires, publish; then sleep until
-the next due time or a wake-up.
+"""The dispatcher: admit what is due (executions/admission.py: by capacity and fair share),
+materialise the next cron fires, publish; then sleep until the next due time or a wake-up, or
+look again soon while a pool holds work back.
 
 `run_once` is one unit of work in one transaction and returns counts; `serve` is the loop the
-`run_dispatcher` command runs. Any number of dispatchers may run: the claim takes disjoint
-batches (executions/store: SKIP LOCKED on PostgreSQL)."""
+`run_dispatcher` command runs. Any number of dispatchers may run: their claims take turns under
+the claim lock (PostgreSQL), so limits hold whatever their number."""
 
 import logging
 import math

@@ -6,7 +6,7 @@
 - Statements run prepared (unless DATABASE_PREPARED_STATEMENTS is off): Django binds parameters
   on the client, so PostgreSQL would plan each statement afresh, and for a worker's two
   statements per run planning took as long as running them.
-- Batches are taken with FOR UPDATE SKIP LOCKED, so any number of dispatchers and sweepers work
+- The sweeper's batches are taken with FOR UPDATE SKIP LOCKED, so any number of sweepers work
   side by side on disjoint rows.
 - NOTIFY wakes dispatchers, transactionally: delivered only if and when the creating transaction
   commits, so a dispatcher never wakes for a row it cannot see. A cancel request reaches the
