@@ -57,7 +57,6 @@ LimitOf = Callable[[str, Load], int]
 class Admission:
     chosen: list[DueRow] = field(default_factory=list)  # in the order to publish
     held_back: set[str] = field(default_factory=set)  # pools that left due work waiting
-    loads: dict[str, Load] = field(default_factory=dict)
 
 
 def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
@@ -80,7 +79,6 @@ def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
     for pool in sorted(capacity):
         c = capacity[pool]
         load = Load(c.workers, c.slots, c.busy, queued[pool], running[pool], c.rate)
-        admission.loads[pool] = load
         free = min(limit_of(pool, load) - load.admitted, limit - len(admission.chosen))
         rows = s.due_in_pool(pool=pool, now=now, limit=max(free, 0) + 1)
         if not rows:

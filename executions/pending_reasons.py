@@ -59,10 +59,11 @@ class _Facts:
 
     def __init__(self, waiting: list[Execution], now: datetime) -> None:
         self.waiting, self.now = waiting, now
-        self.capacity = registry.capacity(now)
+        snapshot = store().snapshot(live_since=now - registry.offline_after())  # as the claim reads it
+        self.capacity = registry.totals(snapshot.workers)
         self.admitted: Counter[str] = Counter()
         self.busy_of_tenant: Counter[int] = Counter()
-        for pool, tenant_id, _state, count in store().in_flight():
+        for pool, tenant_id, _state, count in snapshot.admitted:
             self.admitted[pool] += count
             self.busy_of_tenant[tenant_id] += count
         self.paused = set(

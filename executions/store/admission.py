@@ -77,17 +77,6 @@ class AdmissionStatements:
                 limits[a] = b
         return Snapshot(workers, admitted, limits)
 
-    def in_flight(self) -> list[tuple[str, int, str, int]]:
-        """(pool, tenant id, state, count) of the QUEUED and RUNNING executions: what is admitted.
-        Bounded by the fleet's capacity, so cheap to count at every claim."""
-        rows = (
-            Execution.objects.filter(state__in=["QUEUED", "RUNNING"])
-            .values_list("pool", "tenant_id", "state")
-            .annotate(n=models.Count("id"))
-            .order_by()
-        )
-        return [(pool, tenant_id, state, n) for pool, tenant_id, state, n in rows]
-
     def due_in_pool(self, *, pool: str, now: datetime, limit: int) -> list[DueRow]:
         """Up to `limit` executions of active jobs due in `pool` by `now`: HIGH priority first,
         then by due time."""
