@@ -103,14 +103,17 @@ class Bench:
 
     def fill(self) -> None:
         """The full database: `pending` future executions and one round's due set. The small one:
-        a tenth of the future and the same due set."""
+        a tenth of the future and the same due set. The due set only for the stages that claim
+        it: left due, the workers of the later stages would run it first."""
         cfg, now = self.cfg, datetime.now(UTC)
         small = max(cfg.pending // 10, 1)
+        due = cfg.due if {"statements", "dispatch"} & set(cfg.stages) else 0
         for db, count in ((self.small, small), (self.db, cfg.pending)):
-            log(f"{db.name}: filling {count:,} future and {cfg.due:,} due executions")
+            log(f"{db.name}: filling {count:,} future and {due:,} due executions")
             began = time.perf_counter()
             db.insert(tenant=db.tenant("bench-fill"), count=count, start=now + timedelta(hours=1), span=30 * 86400)
-            db.insert(tenant=db.tenant("bench-due-0"), count=cfg.due, start=now - timedelta(seconds=120), span=60)
+            if due:
+                db.insert(tenant=db.tenant("bench-due-0"), count=due, start=now - timedelta(seconds=120), span=60)
             db.vacuum()
             log(f"  {time.perf_counter() - began:.1f}s; {db.pending():,} pending")
         self.info["pending_small"] = small
