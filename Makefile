@@ -58,6 +58,7 @@ test-embedded: install-dev
 		$(BIN)/python -m pytest -m "not perf" $(EMBEDDED_TESTS) $(PYTEST_ARGS)
 
 bench: install-dev
+	$(BIN)/pip install --quiet -r bench/requirements.txt
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 ## Fault-injection soak on PostgreSQL and Redis (soak/run.py): 8 minutes, 3,000 jobs; -short: 1 minute.

@@ -20,7 +20,7 @@ DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/postgres"  # any data
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/6"
 
 
-STAGES = ("statements", "dispatch", "e2e", "lag", "fairness")
+STAGES = ("statements", "dispatch", "cron", "e2e", "lag", "fairness")
 
 
 def log(message: str) -> None:
@@ -51,6 +51,8 @@ class Config:
     herd_tenants: int
     fair_backlog: int
     noisy_backlog: int
+    cron_schedules: int
+    cron_herd: int
 
 
 def parse_args(argv: list[str]) -> Config:
@@ -65,6 +67,8 @@ def parse_args(argv: list[str]) -> Config:
     parser.add_argument("--prefetch", type=int, default=1, help="worker prefetch multiplier (1, as configured)")
     parser.add_argument("--herd", type=int, help="executions due at once in the herd (default 100,000)")
     parser.add_argument("--herd-tenants", type=int, help="tenants they belong to (default 500)")
+    parser.add_argument("--schedules", type=int, help="cron schedules for a minute's fires (default 10,000)")
+    parser.add_argument("--cron-herd", type=int, help="jobs 0 0 * * * in the large cron herd (default 100,000)")
     parser.add_argument("--batch", type=int, help="dispatch batch (default: TICKWORK_DISPATCH_BATCH)")
     parser.add_argument("--statement-runs", type=int, help="runs per statement and database (400; claim: a tenth)")
     parser.add_argument("--db-name", default="tickwork_bench", help="database to create; must start tickwork_bench")
@@ -101,6 +105,8 @@ def parse_args(argv: list[str]) -> Config:
         herd_tenants=args.herd_tenants or (100 if quick else 500),
         fair_backlog=500 if quick else 2_000,
         noisy_backlog=5_000 if quick else 20_000,
+        cron_schedules=args.schedules or 10_000,
+        cron_herd=args.cron_herd or (20_000 if quick else 100_000),
     )
 
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.config import BASELINE_QUEUE, DEFAULT_TRANSPORT_QUEUE, QUEUE, Config, log
+from bench.cron import Cron
 from bench.database import Database
 from bench.fairness import Fairness
 from bench.processes import CpuMeter, Processes, wait_for
@@ -79,6 +80,8 @@ class Bench:
             self.small.drop()
         if "dispatch" in cfg.stages:
             self.dispatch()
+        if "cron" in cfg.stages:
+            Cron(self).run()
         if {"e2e", "lag", "fairness"} & set(cfg.stages):
             # The dispatch rounds left ~100k dead row versions: vacuum now, or autovacuum would
             # do it during the Tickwork rounds only (the baseline does not touch PostgreSQL).

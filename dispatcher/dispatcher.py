@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Self
 
 from django.conf import settings as django_settings
-from django.db import IntegrityError, close_old_connections, transaction
+from django.db import close_old_connections, transaction
 
 from background.loop import StopFlag, run_forever
 from background.publisher import Dispatch, Publisher
@@ -26,9 +26,8 @@ from executions.clock import db_now
 from executions.models import Execution, Origin
 from executions.services import execution_cancel
 from executions.states import ACTIVE, ExecutionState, InvalidTransition
-from executions.store import DueListener, Moved, store
+from executions.store import DueListener, Fire, Moved, store
 from jobs import cron
-from jobs import transitions as job_transitions
 from jobs.models import ConcurrencyPolicy, Job, MisfirePolicy
 
 logger = logging.getLogger(__name__)
@@ -63,6 +62,10 @@ class DispatcherSettings:
     def buffer(self) -> BrokerBuffer:
         # Two looks' worth: the longest a slot may wait for the next claim while work is held back.
         return BrokerBuffer(headroom=self.headroom, most=self.max_buffer, window=2 * self.admit_poll)
+
+
+# What making a claimed cron fire's successor reads of its job.
+_CRON_FIELDS = ("tenant", "schedule", "timezone", "pool", "priority", "misfire_policy", "concurrency_policy")
 
 
 @dataclass
@@ -100,7 +103,7 @@ def run_once(
         buffer.claimed(admission.held_back)
         result.claimed, result.held_back = len(claimed), admission.held_back
         scheduled = [m for m in claimed if m.origin == Origin.SCHEDULE]
-        jobs = {job.pk: job for job in Job.objects.filter(pk__in=cron_job_ids)} if cron_job_ids else {}
+        jobs = {job.pk: job for job in Job.objects.filter(pk__in=cron_job_ids).only(*_CRON_FIELDS)}
         fires = [m for m in scheduled if m.job_id in jobs]
         skipped = _apply_policies(fires, jobs, now, config.misfire_grace) if jobs else set()
         result.skipped = len(skipped)
@@ -205,21 +208,31 @@ def _skip(m: Moved, now: datetime, reason: str) -> None:
 
 
 def _materialise_next(claimed: Sequence[Moved], jobs: dict, now: datetime) -> int:
-    """Create the fire after each claimed one. RUN_ALL walks every missed fire one claim at a
-    time (a backfill); RUN_ONCE and SKIP jump to the first fire still ahead."""
-    created = 0
+    """Create the fire after each claimed one, set-based: the next times computed once per
+    distinct (schedule, timezone, fire) (a herd of jobs on one schedule is one computation), the
+    executions and their events in one statement, the jobs' next_fire_at in one. RUN_ALL walks
+    every missed fire one claim at a time (a backfill); RUN_ONCE and SKIP jump to the first fire
+    still ahead. All of it is in the claim's transaction: a dispatcher that dies anywhere in it
+    leaves the claimed fires PENDING and makes no next fire, so nothing is lost or doubled."""
+    memo: dict[tuple[str, str, datetime], datetime] = {}
+
+    def after(job: Job, moment: datetime) -> datetime:
+        key = (job.schedule, job.timezone, moment)
+        if key not in memo:
+            memo[key] = cron.next_fire(job.schedule, job.timezone, moment)
+        return memo[key]
+
+    fires: dict[tuple, Fire] = {}
+    next_fires: dict = {}
     for m in claimed:
         job: Job = jobs[m.job_id]
         if m.attempt > 1:
             continue  # a retry of an old fire; its successor was made when it was first claimed
-        fire = cron.next_fire(job.schedule, job.timezone, m.scheduled_for)
+        fire = after(job, m.scheduled_for)
         if fire <= now and job.misfire_policy != MisfirePolicy.RUN_ALL:
-            fire = cron.next_fire(job.schedule, job.timezone, now)
-        try:
-            with transaction.atomic():  # a savepoint: a fire that exists already is not an error
-                transitions.create(job=job, scheduled_for=fire, now=now, wake=False)
-            created += 1
-        except IntegrityError:
-            logger.info("fire %s of job %s exists already", fire.isoformat(), job.pk)
-        job_transitions.job_advance(job_id=job.pk, next_fire_at=fire, now=now)
+            fire = after(job, now)
+        fires[(job.pk, fire)] = Fire(job.pk, job.tenant_id, job.pool, job.priority, fire)
+        next_fires[job.pk] = max(fire, next_fires.get(job.pk, fire))
+    created = transitions.create_fires(fires=list(fires.values()), now=now)
+    transitions.advance_jobs(next_fires=next_fires, now=now)
     return created

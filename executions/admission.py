@@ -25,6 +25,7 @@ from datetime import datetime
 
 from executions.store import store
 from executions.store.admission import DueRow
+from jobs.models import Priority
 from pools import registry
 from pools.fair import Contender, FairShare, Share
 
@@ -89,7 +90,7 @@ def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
             continue
         admission.held_back.add(pool)
         if free > 0:
-            taken = _fair(pool, free, now, tenant_load)
+            taken = _fair(pool, free, now, tenant_load, from_level=min(row[3] for row in rows))
             admission.chosen += taken
             tenant_load.update(row[2] for row in taken)
     return admission
@@ -100,7 +101,7 @@ def _within_limits(rows: list[DueRow], tenant_load: Counter[int], caps: dict[int
     return all(tenant_load[t] + n <= caps[t] for t, n in wanted.items() if t in caps)
 
 
-def _fair(pool: str, free: int, now: datetime, tenant_load: Counter[int]) -> list[DueRow]:
+def _fair(pool: str, free: int, now: datetime, tenant_load: Counter[int], *, from_level: int) -> list[DueRow]:
     """Fill `free` starts of a contended pool in fair order (see the module's docstring)."""
     s = store()
     virtual_time, rows = s.shares(pool=pool)
@@ -109,14 +110,16 @@ def _fair(pool: str, free: int, now: datetime, tenant_load: Counter[int]) -> lis
         for t, w, cap, tag in rows
     }
     fair = FairShare(virtual_time, shares)
-    eligible = [t for t, share in shares.items() if share.allowance > 0]
-    levels: dict[int, dict[int, Contender]] = defaultdict(dict)
-    for tenant_id, priority, earliest in s.due_heads(pool=pool, tenant_ids=eligible, now=now):
-        levels[priority][tenant_id] = Contender(tenant_id, earliest)
     chosen: list[DueRow] = []
     moved: set[int] = set()
-    for priority in sorted(levels):
-        contenders = levels[priority]
+    # Level by level, from the highest the walk found due: a lower level's heads are read
+    # only when the levels above leave starts free.
+    for priority in range(from_level, max(Priority.values) + 1):
+        if free <= 0:
+            break
+        eligible = [t for t, share in shares.items() if share.allowance > 0]
+        heads = s.due_heads(pool=pool, priority=priority, tenant_ids=eligible, now=now)
+        contenders = {tenant_id: Contender(tenant_id, earliest) for tenant_id, earliest in heads}
         for _ in range(ROUNDS):
             if free <= 0 or not contenders:
                 break

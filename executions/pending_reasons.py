@@ -23,7 +23,7 @@ from typing import Any
 from executions.models import Execution
 from executions.states import ExecutionState
 from executions.store import store
-from jobs.models import Job
+from jobs.models import Job, Priority
 from jobs.states import JobState
 from pools import registry
 from tenants.models import Tenant
@@ -114,7 +114,13 @@ class _Facts:
         priority due no later than this execution (of equal turns, the older work goes first)."""
         if e.pool not in self.heads:
             tenant_ids = list(Tenant.objects.values_list("pk", flat=True))
-            self.heads[e.pool] = store().due_heads(pool=e.pool, tenant_ids=tenant_ids, now=self.now)
+            self.heads[e.pool] = [
+                (tenant_id, priority, earliest)
+                for priority in Priority.values
+                for tenant_id, earliest in store().due_heads(
+                    pool=e.pool, priority=priority, tenant_ids=tenant_ids, now=self.now
+                )
+            ]
         return len(
             {
                 tenant_id

@@ -14,7 +14,7 @@ records an outcome.
 """
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, TypeVar
@@ -27,7 +27,7 @@ from executions.admission import Admission, LimitOf, choose
 from executions.models import Execution, Origin
 from executions.states import REDRIVABLE, RETRYABLE, TERMINAL, ExecutionState, InvalidTransition, check
 from executions.storable import storable_json, storable_text
-from executions.store import Beat, Moved, Started, Success, store
+from executions.store import Beat, Fire, Moved, Started, Success, store
 
 S = ExecutionState
 F_ = TypeVar("F_", bound=Callable[..., Any])
@@ -120,6 +120,20 @@ def create(
     if wake:
         store().notify_due(scheduled_for)
     return execution
+
+
+def create_fires(*, fires: Sequence[Fire], now: datetime) -> int:
+    """∅ → PENDING for many cron fires at once (the dispatcher's next fires): each a new
+    execution with its first event, in a constant number of statements. A fire that exists
+    already is skipped, not an error (the database's unique index on (job, fire) decides).
+    No wake-up: the dispatcher that makes them looks again itself. Returns how many were made."""
+    return store().create_fires(fires, now=now)
+
+
+def advance_jobs(*, next_fires: Mapping[Any, datetime], now: datetime) -> None:
+    """Record the jobs' next fires (job id: time) beside the fires create_fires made, in one
+    statement (the job's state does not change)."""
+    store().advance_jobs(next_fires, now=now)
 
 
 # --- the dispatcher ----------------------------------------------------------------------------------

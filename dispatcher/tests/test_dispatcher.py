@@ -337,3 +337,81 @@ def test_a_run_cancelled_before_its_heartbeat_saw_it_is_cancelled_not_retried(te
 
     assert execution.state == "CANCELLED" and execution.attempt == 1
     assert "failed after the cancel request" in execution.events.last().message
+
+
+# --- set-based materialisation -----------------------------------------------------------------------
+
+
+def _herd(tenant, make_job, now, count: int, schedule: str = "*/5 * * * *") -> list[Job]:
+    """`count` cron jobs whose first fire is due at `now` (made as of ten minutes before)."""
+    return [make_job(tenant, type="CRON", schedule=schedule, now=now - timedelta(minutes=10)) for _ in range(count)]
+
+
+def test_a_claim_of_many_fires_makes_every_next_fire_in_a_constant_number_of_statements(
+    tenant, make_job, now, django_assert_max_num_queries
+):
+    """Claiming 60 fires of 60 jobs makes the 60 next fires (each with its event) and moves the
+    60 jobs' next_fire_at, in as many statements as claiming 5 of 5 jobs takes."""
+    few = _herd(tenant, make_job, now, 5)
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as small:
+        assert len(claim(now)) == 5
+    many = _herd(tenant, make_job, now + timedelta(minutes=5), 60)
+
+    with django_assert_max_num_queries(len(small.captured_queries)):
+        assert len(claim(now + timedelta(minutes=5))) == 60 + 5  # the first five fire again too
+
+    for job in few + many:
+        job.refresh_from_db()
+        (pending,) = Execution.objects.filter(job=job, state="PENDING")
+        assert job.next_fire_at == pending.scheduled_for > now + timedelta(minutes=5)
+        assert history(pending.pk) == [("", "PENDING")]
+
+
+@pytest.mark.parametrize("dies_in", ["create_fires", "advance_jobs"])
+def test_a_dispatcher_that_dies_while_making_next_fires_loses_and_doubles_nothing(
+    tenant, make_job, now, monkeypatch, dies_in
+):
+    """A claim that fails at any step of making the next fires rolls back whole: the fires stay
+    PENDING with no successor and nothing published; the next claim runs each fire once and makes
+    each successor once."""
+    jobs = _herd(tenant, make_job, now, 20)
+    real = getattr(type(store()), dies_in)
+
+    def dies(*args, **kwargs):
+        real(*args, **kwargs)  # the statement ran; the process dies before the commit
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(type(store()), dies_in, dies)
+    with pytest.raises(SystemExit):
+        claim(now)
+    monkeypatch.setattr(type(store()), dies_in, real)
+    assert Execution.objects.filter(job__in=jobs).count() == 20
+    assert set(Execution.objects.filter(job__in=jobs).values_list("state", flat=True)) == {"PENDING"}
+
+    sent = claim(now)
+
+    assert len(sent) == 20 and claim(now) == []
+    for job in jobs:
+        job.refresh_from_db()
+        fires = Execution.objects.filter(job=job).order_by("scheduled_for")
+        assert [e.state for e in fires] == ["QUEUED", "PENDING"]
+        assert job.next_fire_at == fires[1].scheduled_for == cron.next_fire("*/5 * * * *", "UTC", now)
+
+
+def test_a_fire_made_already_is_skipped_not_doubled_and_the_claim_goes_on(tenant, make_job, now):
+    """When a job's next fire exists already (made by an earlier claim of a fire retried, or by
+    hand), the set-based insert skips it: one execution per (job, fire), the database decides."""
+    (job,) = _herd(tenant, make_job, now, 1)
+    following = cron.next_fire("*/5 * * * *", "UTC", now)
+    from executions import transitions
+
+    transitions.create(job=job, scheduled_for=following, now=now, wake=False)
+
+    assert len(claim(now)) == 1
+
+    assert Execution.objects.filter(job=job, scheduled_for=following).count() == 1
+    job.refresh_from_db()
+    assert job.next_fire_at == following

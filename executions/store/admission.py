@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from django.db import models
+from django.db import connection, models
 
 from executions.models import Execution
 from pools.models import PoolClock, TenantShare
@@ -99,16 +99,23 @@ class AdmissionStatements:
         )
         return clock or 0.0, [(t, w, cap, float(tag)) for t, w, cap, tag in rows]
 
-    def due_heads(self, *, pool: str, tenant_ids: Sequence[int], now: datetime) -> list[tuple[int, int, datetime]]:
-        """(tenant id, priority, earliest due time) for each of `tenant_ids` and level at which
-        it has due work in `pool`."""
+    def due_heads(
+        self, *, pool: str, priority: int, tenant_ids: Sequence[int], now: datetime
+    ) -> list[tuple[int, datetime]]:
+        """(tenant id, earliest due time) for each of `tenant_ids` that has due work in `pool`
+        at `priority`."""
         if not tenant_ids:
             return []
         rows = (
             Execution.objects.filter(
-                state="PENDING", pool=pool, available_at__lte=now, tenant_id__in=tenant_ids, job__state="ACTIVE"
+                state="PENDING",
+                pool=pool,
+                priority=priority,
+                available_at__lte=now,
+                tenant_id__in=tenant_ids,
+                job__state="ACTIVE",
             )
-            .values_list("tenant_id", "priority")
+            .values_list("tenant_id")
             .annotate(earliest=models.Min("available_at"))
             .order_by()
         )
@@ -168,18 +175,18 @@ class PostgresAdmissionStatements(AdmissionStatements):
         )
         return [_due_row(row) for row in rows]
 
-    def due_heads(self, *, pool: str, tenant_ids: Sequence[int], now: datetime) -> list[tuple[int, int, datetime]]:
+    def due_heads(
+        self, *, pool: str, priority: int, tenant_ids: Sequence[int], now: datetime
+    ) -> list[tuple[int, datetime]]:
         if not tenant_ids:
             return []
         return self.fetch(
-            "SELECT t.id, level.priority, head.available_at"
-            " FROM unnest(%s::bigint[]) AS t(id) CROSS JOIN (VALUES (0), (1), (2)) AS level(priority)"
-            " CROSS JOIN LATERAL ("
+            "SELECT t.id, head.available_at FROM unnest(%s::bigint[]) AS t(id) CROSS JOIN LATERAL ("
             f"  SELECT e.available_at FROM executions_execution e {_ACTIVE_JOB}"
-            "  WHERE e.state = 'PENDING' AND e.pool = %s AND e.priority = level.priority AND e.tenant_id = t.id"
+            "  WHERE e.state = 'PENDING' AND e.pool = %s AND e.priority = %s AND e.tenant_id = t.id"
             "  AND e.available_at <= %s ORDER BY e.available_at LIMIT 1"
             ") AS head",
-            [list(tenant_ids), pool, now],
+            [list(tenant_ids), pool, priority, now],
         )
 
     def due_of_tenants(self, *, pool: str, priority: int, quotas: Mapping[int, int], now: datetime) -> list[DueRow]:
@@ -195,6 +202,19 @@ class PostgresAdmissionStatements(AdmissionStatements):
             [list(quotas), list(quotas.values()), pool, priority, now],
         )
         return [_due_row(row) for row in rows]
+
+    def save_shares(self, *, pool: str, finish_tags: Mapping[int, float], virtual_time: float) -> None:
+        # One statement from arrays: the ORM's upsert of a model per tenant was half the fair
+        # path's time at 500 tenants (65 ms a claim, profiled).
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "WITH shares AS (INSERT INTO pools_tenantshare (pool, tenant_id, finish_tag)"
+                " SELECT %s, v.tenant_id, v.tag FROM unnest(%s::bigint[], %s::float8[]) AS v(tenant_id, tag)"
+                " ON CONFLICT (tenant_id, pool) DO UPDATE SET finish_tag = EXCLUDED.finish_tag)"
+                " INSERT INTO pools_poolclock (pool, virtual_time) VALUES (%s, %s)"
+                " ON CONFLICT (pool) DO UPDATE SET virtual_time = EXCLUDED.virtual_time",
+                [pool, list(finish_tags), list(finish_tags.values()), pool, virtual_time],
+            )
 
 
 def _due_row(row: tuple[Any, ...]) -> DueRow:

@@ -13,7 +13,7 @@ rows as the ORM would). No module outside this package asks which database it is
 
 import functools
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, cast
@@ -49,6 +49,17 @@ class Moved:
 
 
 MOVED_COLUMNS = "id, job_id, tenant_id, pool, attempt, lease_token, worker_id, priority, origin, scheduled_for"
+
+
+@dataclass(frozen=True)
+class Fire:
+    """A cron fire to make: a new PENDING execution of the job at `scheduled_for`."""
+
+    job_id: uuid.UUID
+    tenant_id: int
+    pool: str
+    priority: int
+    scheduled_for: datetime
 
 
 @dataclass(frozen=True)
@@ -276,6 +287,38 @@ class Store(AdmissionStatements):
                 for execution_id, attempt, worker_id in rows
             ]
         )
+
+    def create_fires(self, fires: Sequence[Fire], *, now: datetime) -> int:
+        """Insert a PENDING execution (origin SCHEDULE) and its first event for each of `fires`,
+        skipping a fire that exists already (the unique index execution_one_per_fire decides,
+        so two claims can never make one fire twice); a constant number of statements however
+        many. Returns how many were made."""
+        made = [
+            Execution(
+                id=uuid.uuid4(),
+                job_id=f.job_id,
+                tenant_id=f.tenant_id,
+                pool=f.pool,
+                priority=f.priority,
+                scheduled_for=f.scheduled_for,
+                available_at=f.scheduled_for,
+                created_at=now,
+                updated_at=now,
+            )
+            for f in fires
+        ]
+        if not made:
+            return 0
+        # INSERT OR IGNORE: the rows it skipped are told apart by their ids, which are ours.
+        Execution.objects.bulk_create(made, ignore_conflicts=True)
+        kept = set(Execution.objects.filter(pk__in=[e.id for e in made]).values_list("pk", flat=True))
+        made_rows = [(i, 1, "") for i in kept]
+        self.record_events(made_rows, source="", target=ExecutionState.PENDING, now=now, message="scheduled")
+        return len(kept)
+
+    def advance_jobs(self, next_fires: Mapping[Any, datetime], *, now: datetime) -> None:
+        """Record each job's next fire (job id: time), in one statement."""
+        job_transitions.jobs_advance(next_fires=next_fires, now=now)
 
     def settle_jobs(self, *, job_ids: list, now: datetime) -> None:
         job_transitions.jobs_complete(job_ids=job_ids, now=now, open_states=OPEN_STATES)

@@ -18,7 +18,7 @@ import functools
 import logging
 import select
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
@@ -26,7 +26,7 @@ import psycopg
 from django.db import connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from executions.models import Execution
+from executions.models import Execution, Origin
 from executions.states import TERMINAL, ExecutionState
 from executions.store.admission import PostgresAdmissionStatements
 from executions.store.base import (
@@ -35,6 +35,7 @@ from executions.store.base import (
     CancelListener,
     Change,
     DueListener,
+    Fire,
     Moved,
     Started,
     Store,
@@ -208,6 +209,52 @@ class PostgresStore(Store, PostgresAdmissionStatements):
                     [attempt for _, attempt, _ in rows],
                     [worker_id or "" for _, _, worker_id in rows],
                 ],
+            )
+
+    def create_fires(self, fires: Sequence[Fire], *, now: datetime) -> int:
+        if not fires:
+            return 0
+        # One statement for the batch: the rows as arrays, ON CONFLICT on the one-per-fire index
+        # (a fire made already is no error and makes no event), the events from what was made.
+        rows = self.fetch(
+            "WITH v AS (SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::varchar[], %s::smallint[],"
+            " %s::timestamptz[]) AS v(job_id, tenant_id, pool, priority, scheduled_for)),"
+            " made AS (INSERT INTO executions_execution (id, job_id, tenant_id, pool, priority, origin, attempt,"
+            " state, scheduled_for, available_at, lease_token, publish_count, worker_id, error, traceback,"
+            " created_at, updated_at)"
+            " SELECT gen_random_uuid(), v.job_id, v.tenant_id, v.pool, v.priority, %s, 1, %s, v.scheduled_for,"
+            " v.scheduled_for, 0, 0, '', '', '', %s, %s FROM v"
+            " ON CONFLICT (job_id, scheduled_for) WHERE origin = 'SCHEDULE' DO NOTHING RETURNING id),"
+            " events AS (INSERT INTO executions_executionevent"
+            " (execution_id, at, from_state, to_state, attempt, worker_id, message)"
+            " SELECT id, %s, '', %s, 1, '', 'scheduled' FROM made)"
+            " SELECT count(*) FROM made",
+            [
+                [str(f.job_id) for f in fires],
+                [f.tenant_id for f in fires],
+                [f.pool for f in fires],
+                [f.priority for f in fires],
+                [f.scheduled_for for f in fires],
+                Origin.SCHEDULE.value,
+                ExecutionState.PENDING.value,
+                now,
+                now,
+                now,
+                ExecutionState.PENDING.value,
+            ],
+        )
+        return int(rows[0][0])
+
+    def advance_jobs(self, next_fires: Mapping[Any, datetime], *, now: datetime) -> None:
+        if not next_fires:
+            return
+        # Joined to the arrays by primary key: the ORM's CASE over an IN list compares every
+        # row with every branch (41 ms for a claim of 500, against a few here).
+        with self.db.cursor() as cursor:
+            cursor.execute(
+                "UPDATE jobs_job SET next_fire_at = v.fire, updated_at = %s"
+                " FROM unnest(%s::uuid[], %s::timestamptz[]) AS v(id, fire) WHERE jobs_job.id = v.id",
+                [now, [str(job_id) for job_id in next_fires], list(next_fires.values())],
             )
 
     def notify_due(self, due: datetime) -> None:
