@@ -162,9 +162,11 @@ class JobVersionRestoreApi(APIView):
             "next version, unless that definition is already current."
         ),
     )
-    def post(self, request, job_id, number: int):
+    def post(self, request, job_id, number: str):
         job = _job_or_404(request, job_id)
-        version = version_get(job=job, number=number)
+        # Matched as text, not with Django's int converter: a path that is not a number is then
+        # this API's JSON 404, not the HTML page of a URL that matched no route.
+        version = version_get(job=job, number=int(number)) if number.isascii() and number.isdigit() else None
         if version is None:
             raise Http404("no such version")
         job = job_version_restore(job=job, version=version, actor=actor_of(request), now=db_now())

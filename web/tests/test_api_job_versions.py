@@ -196,13 +196,15 @@ def test_restoring_the_current_definition_records_no_version(api, tenant):
     assert JobVersion.objects.filter(job_id=job_id).count() == 1
 
 
-@pytest.mark.parametrize("number", [0, 2, 99])
-def test_restore_of_an_unknown_version_is_404(api, tenant, number):
+@pytest.mark.parametrize("number", ["0", "2", "99", "99999999999999999999", "-1", "x", "1.0", "\u0661"])
+def test_restore_of_an_unknown_version_is_a_json_404(api, tenant, number):
+    """A number the job has no version of, or a path part that is no number, is the API's 404."""
     job_id = create(api)
 
     response = api.post(f"/v1/jobs/{job_id}/versions/{number}/restore")
 
     assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
     assert JobVersion.objects.filter(job_id=job_id).count() == 1
 
 
