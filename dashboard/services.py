@@ -12,15 +12,17 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from django.db import transaction
+from rest_framework.exceptions import ValidationError
 
 from dashboard.models import AuditEntry, AuditOutcome
 from executions.models import Execution
 from executions.scheduling import QuotaExceeded, job_cancel, job_create, job_pause, job_resume, job_trigger, job_update
 from executions.services import execution_cancel, execution_redrive
 from executions.states import InvalidTransition
-from jobs.models import Job
+from jobs.models import Job, JobVersion
 from jobs.states import InvalidJobTransition
 from tenants.models import Tenant
+from web.api.job_versions import job_version_restore
 from web.json_input import printable
 
 T = TypeVar("T")
@@ -40,6 +42,11 @@ class Actor:
     def of(cls, request) -> "Actor":
         user = request.user
         return cls(user_id=user.pk, username=user.get_username(), source_ip=request.META.get("REMOTE_ADDR") or None)
+
+    @property
+    def label(self) -> str:
+        """How a job's version names the author of a change made here."""
+        return f"dashboard {self.username}"
 
 
 @dataclass(frozen=True)
@@ -125,6 +132,19 @@ def _audited(
                 request_id=request_id,
             )
         return result
+    except ValidationError as exc:
+        # Input checked inside the action (a restored version's definition): nothing was written.
+        detail = "; ".join(_error_lines(exc.detail))
+        audit_record(
+            actor=actor,
+            action=action,
+            target=target,
+            outcome=AuditOutcome.INVALID,
+            now=now,
+            detail=detail,
+            request_id=request_id,
+        )
+        raise ActionRefused(detail) from exc
     except REFUSALS as exc:
         audit_record(
             actor=actor,
@@ -147,6 +167,15 @@ def _audited(
             request_id=request_id,
         )
         raise
+
+
+def _error_lines(detail: Any, prefix: str = "") -> list[str]:
+    """DRF's nested errors as "target.handler: unknown handler …" lines."""
+    if isinstance(detail, dict):
+        return [line for key, value in detail.items() for line in _error_lines(value, f"{prefix}{key}.")]
+    if isinstance(detail, list):
+        return [line for item in detail for line in _error_lines(item, prefix)]
+    return [f"{prefix.rstrip('.')}: {detail}" if prefix else str(detail)]
 
 
 # What each job action calls, and how its success reads. Trigger is apart: it makes an execution.
@@ -182,7 +211,7 @@ def job_create_audited(*, actor: Actor, tenant: Tenant, fields: dict[str, Any], 
         action="job.create",
         target=Target(type="job", label=str(fields.get("name", "")), tenant_id=tenant.pk),
         now=now,
-        run=lambda: job_create(tenant=tenant, fields=fields, now=now).job,
+        run=lambda: job_create(tenant=tenant, fields=fields, now=now, actor=actor.label).job,
         describe=lambda job: f"{job.type} {job.handler} in {job.pool}",
         target_of=Target.of_job,
     )
@@ -195,8 +224,22 @@ def job_update_audited(*, actor: Actor, job: Job, fields: dict[str, Any], now: d
         action="job.update",
         target=Target.of_job(job),
         now=now,
-        run=lambda: job_update(job=job, fields=fields, now=now),
+        run=lambda: job_update(job=job, fields=fields, now=now, actor=actor.label),
         describe=lambda _: "changed " + ", ".join(sorted(fields)),
+    )
+
+
+def job_version_restore_audited(*, actor: Actor, job: Job, version: JobVersion, now: datetime) -> Job:
+    """Make a version's definition current again through the API's restore (validated as a PUT
+    of it, applied by job_update, recorded as the next version); a definition that no longer
+    validates is audited INVALID and refused with the reasons."""
+    return _audited(
+        actor=actor,
+        action="job.restore",
+        target=Target.of_job(job),
+        now=now,
+        run=lambda: job_version_restore(job=job, version=version, actor=actor.label, now=now),
+        describe=lambda _: f"restored version {version.number}",
     )
 
 

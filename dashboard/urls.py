@@ -11,6 +11,7 @@ urlpatterns = [
     path("jobs/<uuid:job_id>/", views.job_detail, name="job-detail"),
     path("jobs/<uuid:job_id>/edit", views.job_edit, name="job-edit"),
     path("jobs/<uuid:job_id>/<str:action>", views.job_action, name="job-action"),
+    path("jobs/<uuid:job_id>/versions/<int:number>/restore", views.job_version_restore, name="job-version-restore"),
     path("executions/", views.execution_list_view, name="executions"),
     path("executions/retry", views.executions_retry, name="executions-retry"),
     path("executions/<uuid:execution_id>/", views.execution_detail, name="execution-detail"),

@@ -32,7 +32,9 @@ from jobs import registry
 from jobs.models import Backoff as BackoffChoice
 from jobs.models import ConcurrencyPolicy, JobType, MisfirePolicy, Priority
 from jobs.selectors import job_get
+from jobs.states import TERMINAL as JOB_TERMINAL
 from jobs.states import JobState
+from jobs.versions import changes_between, version_get, version_list
 from tenants.selectors import scope_of, tenant_for_create
 from web.json_input import printable
 
@@ -292,8 +294,34 @@ def job_detail(request: ScopedRequest, job_id: uuid.UUID) -> HttpResponse:
             "cancellable": CANCELLABLE,
             "redrivable": REDRIVABLE,
             "here": request.get_full_path(),
+            **_versions_context(request, job),
         },
     )
+
+
+VERSIONS_SHOWN = 20
+
+
+def _versions_context(request: ScopedRequest, job) -> dict:
+    """The job's latest versions, and the one chosen with `?version=n` (else the latest): what
+    it changed, and what restoring it would change now."""
+    shown = list(version_list(job=job)[: VERSIONS_SHOWN + 1])
+    latest = shown[0] if shown else None
+    chosen = latest
+    raw = request.GET.get("version", "")
+    if raw.isdigit() and latest is not None and int(raw) != latest.number:
+        chosen = version_get(job=job, number=int(raw)) or latest
+    restore_changes = []
+    if chosen is not None and latest is not None and chosen.number != latest.number:
+        restore_changes = changes_between(latest.definition, chosen.definition)
+    return {
+        "versions": shown[:VERSIONS_SHOWN],
+        "versions_more": len(shown) > VERSIONS_SHOWN,
+        "version_chosen": chosen,
+        "version_latest": latest,
+        "restore_changes": restore_changes,
+        "can_restore": bool(restore_changes) and job.state not in JOB_TERMINAL,
+    }
 
 
 @require_http_methods(["GET", "POST"])
@@ -342,6 +370,28 @@ def job_action(request: ScopedRequest, job_id: uuid.UUID, action: str) -> HttpRe
     except ActionRefused as exc:
         messages.error(request, f"“{job.name}”: {action} refused — {exc}.")
     return _redirect_back(request, reverse("dashboard:job-detail", args=[job.pk]))
+
+
+@require_POST
+@operator_view
+def job_version_restore(request: ScopedRequest, job_id: uuid.UUID, number: int) -> HttpResponse:
+    """Make version `number` current again (the API's restore, audited as job.restore)."""
+    actor = Actor.of(request)
+    job = job_get(scope=request.tenant_scope, job_id=job_id)
+    if job is None:
+        services.audit_not_found(
+            actor=actor, action="job.restore", target_type="job", target_id=str(job_id), now=db_now()
+        )
+        raise Http404("no such job")
+    version = version_get(job=job, number=number)
+    if version is None:
+        raise Http404("no such version")
+    try:
+        services.job_version_restore_audited(actor=actor, job=job, version=version, now=db_now())
+        messages.success(request, f"“{job.name}”: version {number} restored.")
+    except ActionRefused as exc:
+        messages.error(request, f"“{job.name}”: restore of version {number} refused — {exc}.")
+    return HttpResponseRedirect(reverse("dashboard:job-detail", args=[job.pk]) + "#job-versions")
 
 
 # --- Executions ----------------------------------------------------------------------------------
@@ -514,6 +564,7 @@ def audit_log(request: ScopedRequest) -> HttpResponse:
             "actions": [
                 "job.create",
                 "job.update",
+                "job.restore",
                 "job.pause",
                 "job.resume",
                 "job.trigger",

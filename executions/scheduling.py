@@ -20,6 +20,7 @@ from jobs import transitions as job_transitions
 from jobs.models import Job, JobType
 from jobs.states import TERMINAL as JOB_TERMINAL
 from jobs.states import InvalidJobTransition, JobState
+from jobs.versions import versions_record
 from tenants.models import Tenant
 from tenants.services import submit_rate_check
 
@@ -71,12 +72,14 @@ def job_create(
     now: datetime,
     idempotency_key: str | None = None,
     fingerprint: str = "",
+    actor: str = "",
 ) -> CreateResult:
     """Create a job and its first execution in one transaction.
 
     With an idempotency key, a repeat of the same request returns the job the first one made,
     even when the two race: the unique index on (tenant, key) lets exactly one insert win.
     The same key with another body raises IdempotencyConflict.
+    The job's version 1 (jobs.versions), made by `actor`, commits with it.
     """
     if idempotency_key:
         existing = _job_by_key(tenant=tenant, key=idempotency_key, fingerprint=fingerprint)
@@ -101,6 +104,7 @@ def job_create(
             job.next_fire_at = first_fire(job=job, now=now)
             job.save()
             execution_create(job=job, scheduled_for=job.next_fire_at, now=now)
+            versions_record(jobs=[job], actor=actor, now=now)
     except IntegrityError:
         if not idempotency_key:
             raise
@@ -123,9 +127,11 @@ _TIMING_FIELDS = {"run_at", "delay_sec", "schedule", "timezone"}
 
 
 @transaction.atomic
-def job_update(*, job: Job, fields: dict[str, Any], now: datetime) -> Job:
+def job_update(*, job: Job, fields: dict[str, Any], now: datetime, actor: str = "") -> Job:
     """Change a job's definition. A change of timing re-times its pending scheduled fire; a
-    change of pool or priority applies to executions not yet claimed."""
+    change of pool or priority applies to executions not yet claimed. A change of the definition
+    records its next version (jobs.versions), made by `actor`, in the same transaction; an
+    update that changes nothing records none."""
     job = Job.objects.select_for_update().get(pk=job.pk)
     if job.state in JOB_TERMINAL:
         # Nothing of a finished job will run again, so a new time would promise a phantom fire.
@@ -144,6 +150,8 @@ def job_update(*, job: Job, fields: dict[str, Any], now: datetime) -> Job:
         if moved:
             store().notify_due(fire)
     job.save()
+    # Under the row lock taken above: concurrent updates of the job number their versions in turn.
+    versions_record(jobs=[job], actor=actor, now=now)
     if {"pool", "priority"} & fields.keys():
         pending.update(pool=job.pool, priority=job.priority, updated_at=now)
     return job

@@ -108,3 +108,35 @@ class Job(models.Model):
     @property
     def is_one_off(self) -> bool:
         return self.type != JobType.CRON
+
+
+class JobVersion(models.Model):
+    """One version of a job's definition: what it was after a change, who made the change, when,
+    and which fields it changed against the version before. Written by jobs.versions only.
+
+    Version 1 is the definition the job was created with (no changes); each change of the
+    definition adds the next number. The numbers of a job are unique in the database, so two
+    writers racing for the same number cannot both succeed."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="versions", db_index=False)
+    number = models.PositiveIntegerField()
+    # The definition as the API names it (jobs.versions.definition_of): camelCase, nested target
+    # and retryPolicy, priority by name. Never state, next fire or idempotency key.
+    definition = models.JSONField()
+    # [{"field": "schedule", "from": "0 * * * *", "to": "*/5 * * * *"}, …] against number - 1.
+    changes = models.JSONField(default=list, blank=True)
+    # Who made the change, as the request knew it: "token deploy (tw_ab12cd) of acme", "user ada",
+    # "dashboard ada", "migration".
+    actor = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["job", "-number"]
+        constraints = [
+            # Also the index the history reads by: WHERE job_id = … ORDER BY number DESC.
+            models.UniqueConstraint(fields=["job", "number"], name="job_version_number_unique"),
+            models.CheckConstraint(condition=Q(number__gte=1), name="job_version_number_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} v{self.number}"

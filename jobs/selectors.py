@@ -14,3 +14,8 @@ def job_get(*, scope: list[int] | None, job_id) -> Job | None:
         return job_list(scope=scope).filter(pk=job_id).first()
     except ValidationError:  # a malformed id is simply not found
         return None
+
+
+def job_locked(*, job_id) -> Job:
+    """The job, its row locked (SELECT … FOR UPDATE) until the caller's transaction ends."""
+    return Job.objects.select_for_update().select_related("tenant").get(pk=job_id)

@@ -7,6 +7,7 @@ from dashboard.views import static_asset
 from web.api.executions import ExecutionCancelApi, ExecutionDetailApi, ExecutionListApi, ExecutionRetryApi
 from web.api.health import HealthApi
 from web.api.index import ApiIndexApi
+from web.api.job_versions import JobVersionListApi, JobVersionRestoreApi
 from web.api.jobs import (
     JobDetailApi,
     JobExecutionsApi,
@@ -26,6 +27,8 @@ api = [
     path("jobs/<str:job_id>/resume", JobResumeApi.as_view(), name="job-resume"),
     path("jobs/<str:job_id>/trigger", JobTriggerApi.as_view(), name="job-trigger"),
     path("jobs/<str:job_id>/executions", JobExecutionsApi.as_view(), name="job-executions"),
+    path("jobs/<str:job_id>/versions", JobVersionListApi.as_view(), name="job-versions"),
+    path("jobs/<str:job_id>/versions/<str:number>/restore", JobVersionRestoreApi.as_view(), name="job-version-restore"),
     path("executions", ExecutionListApi.as_view(), name="execution-list"),
     path("executions/<str:execution_id>", ExecutionDetailApi.as_view(), name="execution-detail"),
     path("executions/<str:execution_id>/cancel", ExecutionCancelApi.as_view(), name="execution-cancel"),

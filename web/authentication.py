@@ -43,3 +43,13 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request) -> str:
         return self.keyword
+
+
+def actor_of(request) -> str:
+    """Who a request acts as, in a line (what a job's version records as its author): a token by
+    its name if it has one, its prefix and its tenant; a session by its username."""
+    if isinstance(request.user, TokenPrincipal):
+        token = request.user.token
+        named = f"{token.name} ({token.key_prefix})" if token.name else token.key_prefix
+        return f"token {named} of {token.tenant.slug}"
+    return f"user {request.user.get_username()}"

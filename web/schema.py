@@ -27,7 +27,10 @@ ERRORS = {
 }
 
 # Operations that change a job's or an execution's state, and so can find it in the wrong one.
-_STATEFUL_POSTS = ("/pause", "/resume", "/trigger", "/cancel", "/retry")
+_STATEFUL_POSTS = ("/pause", "/resume", "/trigger", "/cancel", "/retry", "/restore")
+# Operations without a body that still validate one: a restore checks the version's definition
+# as a PUT of it would be checked.
+_VALIDATING_POSTS = ("/restore",)
 
 # A string that PostgreSQL can store (no NUL) and, after the whitespace trim DRF applies, is
 # not empty.
@@ -50,7 +53,7 @@ class AutoSchema(openapi.AutoSchema):
         authenticated = not any(isinstance(permission, AllowAny) for permission in self.view.get_permissions())
         listing = method == "GET" and isinstance(self.view, ListModelMixin)
         body = method in ("POST", "PUT", "PATCH") and self.get_request_serializer() is not None
-        if listing or body or path == "/v1/schedule/preview":
+        if listing or body or path == "/v1/schedule/preview" or path.endswith(_VALIDATING_POSTS):
             codes.append("400")
         if authenticated:
             codes += ["401", "403"]

@@ -14,6 +14,8 @@ ENDPOINTS = [
     ("jobResume", "jobs/{jobId}/resume", "POST: resume"),
     ("jobTrigger", "jobs/{jobId}/trigger", "POST: run now, outside the schedule"),
     ("jobExecutions", "jobs/{jobId}/executions", "a job's executions, newest first"),
+    ("jobVersions", "jobs/{jobId}/versions", "a job's definition history, newest first, with diffs"),
+    ("jobVersionRestore", "jobs/{jobId}/versions/{n}/restore", "POST: make version n current again"),
     ("executions", "executions", "executions; ?state=DEAD is the dead-letter queue"),
     ("execution", "executions/{executionId}", "an execution with its events"),
     ("executionCancel", "executions/{executionId}/cancel", "POST: cancel"),

@@ -35,6 +35,7 @@ from web.api.job_serializers import (
     SchedulePreviewSerializer,
     TimezoneField,
 )
+from web.authentication import actor_of
 from web.rest import ExecutionPagination
 
 # What the request schema cannot say (OpenAPI 3.0 has no rules between fields); a body that breaks
@@ -107,6 +108,7 @@ class JobListCreateApi(generics.ListAPIView):
             now=db_now(),
             idempotency_key=key,
             fingerprint=request_fingerprint(request.data),
+            actor=actor_of(request),
         )
         return Response(
             JobOutputSerializer(result.job).data,
@@ -136,7 +138,7 @@ class JobDetailApi(APIView):
         serializer.is_valid(raise_exception=True)
         fields = serializer.to_model_fields()
         fields.pop("type", None)
-        job = job_update(job=job, fields=fields, now=db_now())
+        job = job_update(job=job, fields=fields, now=db_now(), actor=actor_of(request))
         return Response(JobOutputSerializer(job).data)
 
     @extend_schema(responses={200: JobOutputSerializer})

@@ -1,0 +1,160 @@
+"""jobs.versions: the definition a version keeps, the diff between two, and the set-based writer
+(its cost per call, its numbering under concurrent updates)."""
+
+import importlib
+import itertools
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.apps import apps
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from executions.scheduling import job_update
+from jobs.models import Job, JobVersion
+from jobs.versions import changes_between, definition_of, versions_record
+from tenants.services import tenant_create
+
+NOW = datetime(2031, 3, 14, 9, 0, tzinfo=UTC)
+
+
+def _unsaved_jobs(tenant, count: int) -> list[Job]:
+    return [
+        Job(
+            tenant=tenant,
+            name=f"job {i}",
+            type="CRON",
+            schedule="0 * * * *",
+            pool="default",
+            handler="noop",
+            payload={"i": i},
+            next_fire_at=NOW,
+        )
+        for i in range(count)
+    ]
+
+
+def test_changes_name_nested_fields_by_a_dotted_name_and_a_payload_whole():
+    old = {"name": "a", "target": {"pool": "p", "handler": "h"}, "payload": {"x": 1, "y": 2}, "runAt": "T"}
+    new = {"name": "a", "target": {"pool": "q", "handler": "h"}, "payload": {"x": 1, "y": 3}, "delaySec": 5}
+
+    assert changes_between(old, new) == [
+        {"field": "target.pool", "from": "p", "to": "q"},
+        {"field": "payload", "from": {"x": 1, "y": 2}, "to": {"x": 1, "y": 3}},
+        {"field": "delaySec", "from": None, "to": 5},
+        {"field": "runAt", "from": "T", "to": None},
+    ]
+    assert changes_between(new, new) == []
+
+
+@pytest.mark.django_db
+def test_the_definition_has_the_timing_fields_of_the_jobs_type_only(make_job):
+    tenant = tenant_create(slug="acme")
+    once = make_job(tenant, type="ONCE", run_at=NOW + timedelta(hours=1, microseconds=5))
+    delayed = make_job(tenant, type="DELAYED", delay_sec=60)
+    cron = make_job(tenant, type="CRON", schedule="*/5 * * * *", timezone="Europe/Paris")
+
+    assert definition_of(once)["runAt"] == "2031-03-14T10:00:00.000005Z"
+    assert {"delaySec", "schedule", "timezone"}.isdisjoint(definition_of(once))
+    assert definition_of(delayed)["delaySec"] == 60
+    assert {"runAt", "schedule", "timezone"}.isdisjoint(definition_of(delayed))
+    assert (definition_of(cron)["schedule"], definition_of(cron)["timezone"]) == ("*/5 * * * *", "Europe/Paris")
+    assert {"runAt", "delaySec"}.isdisjoint(definition_of(cron))
+
+
+@pytest.mark.django_db
+def test_recording_1000_jobs_costs_a_constant_number_of_statements():
+    """A thousand new jobs get version 1 each from one read and one INSERT (on SQLite, the INSERT
+    in Django's batches of 999 variables); ten jobs cost the same read and the same INSERT."""
+    tenant = tenant_create(slug="acme")
+    few, many = Job.objects.bulk_create(_unsaved_jobs(tenant, 10)), Job.objects.bulk_create(_unsaved_jobs(tenant, 1000))
+
+    with CaptureQueriesContext(connection) as small:
+        versions_record(jobs=few, actor="bulk", now=NOW)
+    with CaptureQueriesContext(connection) as large:
+        versions_record(jobs=many, actor="bulk", now=NOW)
+
+    assert len(small) == 2
+    if connection.vendor == "postgresql":
+        assert len(large) == 2
+    else:  # one read, and the INSERT in batches of 999 // 6 columns
+        assert len(large) == 1 + -(-1000 // (999 // 6))
+    assert JobVersion.objects.filter(number=1, changes=[], actor="bulk").count() == 1010
+    assert JobVersion.objects.get(job=many[7]).definition["payload"] == {"i": 7}
+
+
+@pytest.mark.django_db
+def test_recording_again_writes_the_next_number_only_for_jobs_whose_definition_changed():
+    tenant = tenant_create(slug="acme")
+    jobs = Job.objects.bulk_create(_unsaved_jobs(tenant, 300))
+    versions_record(jobs=jobs, actor="bulk", now=NOW)
+    for job in jobs[:100]:
+        job.timeout_sec = 60
+
+    with CaptureQueriesContext(connection) as queries:
+        versions_record(jobs=jobs, actor="bulk", now=NOW + timedelta(minutes=1))
+
+    assert len(queries) <= 3
+    assert JobVersion.objects.filter(number=2).count() == 100
+    assert JobVersion.objects.get(job=jobs[0], number=2).changes == [{"field": "timeoutSec", "from": 3600, "to": 60}]
+    assert not JobVersion.objects.filter(job=jobs[150], number=2).exists()
+    versions_record(jobs=[], actor="nobody", now=NOW)  # nothing to do, nothing asked
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_updates_of_one_job_number_their_versions_without_duplicates(make_job):
+    """Eight threads, each with its own connection, update one job at once with different names:
+    every update commits (the row lock makes them take turns) and versions 1..9 exist once each."""
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks and concurrent connections: PostgreSQL (DATABASE_URL)")
+    tenant = tenant_create(slug="acme")
+    job = make_job(tenant, type="CRON", schedule="0 * * * *")
+    threads = 8
+    barrier = threading.Barrier(threads)
+    errors: list[BaseException] = []
+
+    def worker(index: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            job_update(job=job, fields={"name": f"name {index}"}, now=datetime.now(UTC), actor=f"thread {index}")
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join(timeout=60)
+
+    assert not errors, errors
+    numbers = list(JobVersion.objects.filter(job=job).order_by("number").values_list("number", flat=True))
+    assert numbers == list(range(1, threads + 2))
+    # Each version's diff is against the one before it: the chain of names is unbroken.
+    chain = list(JobVersion.objects.filter(job=job).order_by("number"))
+    for before, after in itertools.pairwise(chain):
+        assert after.changes == [{"field": "name", "from": before.definition["name"], "to": after.definition["name"]}]
+    assert chain[-1].definition["name"] == Job.objects.get(pk=job.pk).name
+
+
+@pytest.mark.django_db
+def test_the_data_migration_gives_every_job_without_versions_its_version_1(make_job, monkeypatch):
+    """Jobs from before versions were kept get version 1, by "migration", with the shape the
+    writer gives (so a first update's diff shows only what it changed); jobs with versions keep theirs."""
+    migration = importlib.import_module("jobs.migrations.0004_job_versions_backfill")
+    monkeypatch.setattr(migration, "CHUNK", 3)
+    tenant = tenant_create(slug="acme")
+    jobs = [make_job(tenant, type=kind) for kind in ("ONCE", "DELAYED", "CRON", "CRON", "ONCE", "ONCE", "CRON")]
+    kept = jobs[0]
+    JobVersion.objects.exclude(job=kept).delete()
+
+    migration.backfill(apps, None)
+
+    assert JobVersion.objects.count() == len(jobs)
+    assert JobVersion.objects.get(job=kept).actor == ""
+    for job in jobs[1:]:
+        version = JobVersion.objects.get(job=job)
+        assert (version.number, version.changes, version.actor) == (1, [], "migration")
+        assert version.definition == definition_of(job)

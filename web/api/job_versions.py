@@ -1,0 +1,177 @@
+"""Versions of a job's definition: `GET /v1/jobs/{id}/versions` (its history, newest first, with
+what each change changed and who made it) and `POST /v1/jobs/{id}/versions/{n}/restore` (make
+version n's definition current again, as a new version). The versions are written by
+executions.scheduling's job_create and job_update (jobs.versions); a restore is an update."""
+
+from typing import Any
+
+from django.db import transaction
+from django.http import Http404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from rest_framework import generics, serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from executions.clock import db_now
+from executions.scheduling import job_update
+from jobs.models import Job, JobVersion
+from jobs.selectors import job_get, job_locked
+from jobs.versions import version_get, version_latest, version_list
+from tenants.selectors import scope_of
+from web.api.job_serializers import JobOutputSerializer, JobUpdateSerializer
+from web.authentication import actor_of
+from web.rest import Pagination
+
+
+@transaction.atomic
+def job_version_restore(*, job: Job, version: JobVersion, actor: str, now) -> Job:
+    """Make `version`'s definition the job's again, through job_update: validated as a PUT of
+    that definition would be (a handler or pool that is gone is a 400 naming the field), refused
+    on a finished job as a PUT is, re-timing the pending fire when the timing changes, and
+    recorded as the job's next version. A restore of the definition already current changes
+    nothing and records no version.
+
+    Only the fields that differ from the job's are applied (a DELAYED job whose delay is
+    unchanged keeps its time), compared with the job's row locked for the rest of the
+    transaction, so a concurrent update cannot slip in between the comparison and the write.
+    """
+    job = job_locked(job_id=job.pk)
+    data = {name: value for name, value in version.definition.items() if name != "type"}
+    serializer = JobUpdateSerializer(job, data=data, partial=True)
+    serializer.is_valid(raise_exception=True)
+    fields = serializer.to_model_fields()
+    fields.pop("type", None)
+    changed = {name: value for name, value in fields.items() if getattr(job, name) != value}
+    return job_update(job=job, fields=changed, now=now, actor=actor)
+
+
+# --- Output ----------------------------------------------------------------------------------------
+
+
+class VersionTargetSerializer(serializers.Serializer):
+    pool = serializers.CharField()
+    handler = serializers.CharField()
+
+
+class VersionRetryPolicySerializer(serializers.Serializer):
+    maxAttempts = serializers.IntegerField()
+    backoff = serializers.CharField()
+    initialDelayMs = serializers.IntegerField()
+    maxDelayMs = serializers.IntegerField()
+    jitter = serializers.BooleanField()
+
+
+class VersionDefinitionSerializer(serializers.Serializer):
+    """A job's definition as a version keeps it: the fields a PUT may change, with the API's
+    names, plus `type`. The timing fields are those of the type: `runAt` (ONCE), `delaySec`
+    (DELAYED), `schedule` and `timezone` (CRON)."""
+
+    name = serializers.CharField()
+    type = serializers.CharField()
+    runAt = serializers.DateTimeField(required=False)
+    delaySec = serializers.IntegerField(required=False)
+    schedule = serializers.CharField(required=False)
+    timezone = serializers.CharField(required=False)
+    target = VersionTargetSerializer()
+    payload = serializers.JSONField()
+    retryPolicy = VersionRetryPolicySerializer()
+    timeoutSec = serializers.IntegerField()
+    priority = serializers.CharField()
+    misfirePolicy = serializers.CharField()
+    concurrencyPolicy = serializers.CharField()
+
+
+@extend_schema_field(OpenApiTypes.ANY)
+class AnyValueField(serializers.JSONField):
+    """A field's value as the definition holds it: a string, number, boolean, object or null."""
+
+
+class VersionChangeSerializer(serializers.Serializer):
+    """One changed field: `field` is its name in the definition, a nested one dotted
+    (`retryPolicy.maxAttempts`); `from` is null for a field the version before did not have."""
+
+    field = serializers.CharField()
+    # `from` is a Python keyword: declared as `from_` and renamed in get_fields.
+    from_ = AnyValueField(allow_null=True)
+    to = AnyValueField(allow_null=True)
+
+    def get_fields(self):
+        return {("from" if name == "from_" else name): field for name, field in super().get_fields().items()}
+
+
+class JobVersionSerializer(serializers.Serializer):
+    version = serializers.IntegerField(source="number")
+    createdAt = serializers.DateTimeField(source="created_at")
+    actor = serializers.CharField(help_text="Who made the change: a token (name, prefix, tenant) or a user.")
+    changes = VersionChangeSerializer(many=True, help_text="Against the version before; empty for version 1.")
+    definition = VersionDefinitionSerializer()
+
+
+class JobVersionRestoreSerializer(serializers.Serializer):
+    job = JobOutputSerializer(help_text="The job after the restore.")
+    version = JobVersionSerializer(
+        help_text="The job's version now current: the one the restore made, or the latest one when the "
+        "restored definition was already current (nothing changed)."
+    )
+
+
+# --- Views ------------------------------------------------------------------------------------------
+
+
+def _job_or_404(request, job_id) -> Job:
+    job = job_get(scope=scope_of(user=request.user), job_id=job_id)
+    if job is None:
+        raise Http404("no such job")
+    return job
+
+
+class VersionPagination(Pagination):
+    """A job's versions, newest first."""
+
+    ordering = "-number"
+
+
+VERSION_NUMBER = OpenApiParameter(
+    "number", {"type": "integer", "minimum": 1}, OpenApiParameter.PATH, description="The version's number."
+)
+
+
+class JobVersionListApi(generics.ListAPIView):
+    """A job's versions, newest first: each with its definition, what it changed against the
+    version before, who made the change and when."""
+
+    serializer_class = JobVersionSerializer
+    pagination_class = VersionPagination
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no request, no job
+            return JobVersion.objects.none()
+        return version_list(job=_job_or_404(self.request, self.kwargs["job_id"]))
+
+
+class JobVersionRestoreApi(APIView):
+    @extend_schema(
+        request=None,
+        responses=JobVersionRestoreSerializer,
+        parameters=[VERSION_NUMBER],
+        description=(
+            "Make version `number`'s definition current again, as a PUT of it would: validated as "
+            "one (a handler or pool no longer known is a 400), refused on a finished job (409), "
+            "re-timing the pending fire when the timing changes. The restore is itself the job's "
+            "next version, unless that definition is already current."
+        ),
+    )
+    def post(self, request, job_id, number: str):
+        job = _job_or_404(request, job_id)
+        # Matched as text, not with Django's int converter: a path that is not a number is then
+        # this API's JSON 404, not the HTML page of a URL that matched no route.
+        version = version_get(job=job, number=int(number)) if number.isascii() and number.isdigit() else None
+        if version is None:
+            raise Http404("no such version")
+        job = job_version_restore(job=job, version=version, actor=actor_of(request), now=db_now())
+        body: dict[str, Any] = {
+            "job": JobOutputSerializer(job).data,
+            "version": JobVersionSerializer(version_latest(job=job)).data,
+        }
+        return Response(body)
