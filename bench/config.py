@@ -20,7 +20,7 @@ DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/postgres"  # any data
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/6"
 
 
-STAGES = ("statements", "dispatch", "cron", "e2e", "lag", "fairness")
+STAGES = ("statements", "dispatch", "cron", "http", "e2e", "lag", "fairness")
 
 
 def log(message: str) -> None:

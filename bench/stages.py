@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.config import BASELINE_QUEUE, DEFAULT_TRANSPORT_QUEUE, QUEUE, Config, log
+from bench.creation import Creation
 from bench.cron import Cron
 from bench.database import Database
 from bench.fairness import Fairness
@@ -82,6 +83,9 @@ class Bench:
             self.dispatch()
         if "cron" in cfg.stages:
             Cron(self).run()
+        if "http" in cfg.stages:
+            Creation(self).run()
+            self.procs.stop_all()
         if {"e2e", "lag", "fairness"} & set(cfg.stages):
             # The dispatch rounds left ~100k dead row versions: vacuum now, or autovacuum would
             # do it during the Tickwork rounds only (the baseline does not touch PostgreSQL).

@@ -1,0 +1,136 @@
+"""The http stage (creation through the API): creating jobs through the API, with the web role as the README recommends for
+production (daphne processes, one per CPU, behind a balancer: here the clients take turns between
+them), against the same servers answering `GET /v1/` (no database: the HTTP and framework floor).
+
+- Single: `POST /v1/jobs` from `HTTP_CLIENTS` client processes, each in a loop on a keep-alive
+  connection; jobs created per second, and the latency's p50.
+- Bulk: `POST /v1/jobs/bulk` with 1,000 jobs a request from `BULK_CLIENTS` clients.
+
+Each job is a one-off `noop` due in a day (no dispatcher runs). The tenant has no quotas."""
+
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from datetime import UTC, datetime, timedelta
+
+from bench.config import log
+from bench.processes import wait_for
+from bench.results import Figure
+
+HTTP_CLIENTS = 8
+BULK_CLIENTS = 2
+BULK_SIZE = 1_000
+PORTS = (8731, 8732)
+
+
+def _job(i: int, run_at: str) -> dict:
+    return {
+        "name": f"bench http {i}",
+        "type": "ONCE",
+        "runAt": run_at,
+        "target": {"pool": "default", "handler": "noop"},
+    }
+
+
+def _client(args: tuple) -> tuple[int, list[float], float]:
+    """One client: `kind` requests on a keep-alive session until `seconds` pass; (jobs made, ms
+    per request, seconds taken)."""
+    import requests
+
+    kind, port, token, seconds, index = args
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {token}"
+    run_at = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    url = f"http://127.0.0.1:{port}"
+    made, latencies, n = 0, [], 0
+    began = time.perf_counter()
+    deadline = began + seconds
+    while time.perf_counter() < deadline:
+        started = time.perf_counter()
+        if kind == "floor":
+            response = session.get(f"{url}/v1/", timeout=60)
+            ok = response.status_code == 200
+            count = 1
+        elif kind == "single":
+            response = session.post(f"{url}/v1/jobs", json=_job(n, run_at), timeout=60)
+            ok, count = response.status_code == 201, 1
+        else:
+            body = {"jobs": [_job(n * BULK_SIZE + i, run_at) for i in range(BULK_SIZE)]}
+            response = session.post(f"{url}/v1/jobs/bulk", json=body, timeout=120)
+            ok, count = response.status_code == 201, BULK_SIZE
+        latencies.append((time.perf_counter() - started) * 1000)
+        if not ok:
+            raise RuntimeError(f"{kind} request {n} of client {index}: {response.status_code} {response.text[:300]}")
+        made += count
+        n += 1
+    return made, latencies, time.perf_counter() - began
+
+
+class Creation:
+    def __init__(self, bench) -> None:
+        self.bench, self.db, self.cfg = bench, bench.db, bench.cfg
+
+    def run(self) -> None:
+        from tenants.services import tenant_create, token_create
+
+        tenant = tenant_create(slug="bench-http")
+        _, token = token_create(tenant=tenant, name="bench")
+        for port in PORTS:
+            self.bench.procs.start(
+                f"bench-web-{port}",
+                [
+                    sys.executable,
+                    "-m",
+                    "daphne",
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(port),
+                    "scheduler_project.asgi:application",
+                ],
+            )
+        for port in PORTS:
+            wait_for(
+                lambda p=port: self.up(p), timeout=60, what=f"daphne on {port}", interval=0.2, procs=self.bench.procs
+            )
+        seconds = 5.0 if self.cfg.quick else 15.0
+        floor, _ = self.load("floor", token, HTTP_CLIENTS, seconds)
+        single, single_ms = self.load("single", token, HTTP_CLIENTS, seconds)
+        log(
+            f"  single POST /v1/jobs: {single:,.0f} jobs/s, p50 {statistics.median(single_ms):.0f} ms;"
+            f" GET /v1/ {floor:,.0f}/s"
+        )
+        self.bench.figures.append(
+            Figure("POST /v1/jobs", "/s", single, floor, "GET /v1/ on the same servers", "≥ 400/s", single >= 400)
+        )
+        return  # TEMP
+        bulk, bulk_ms = self.load("bulk", token, BULK_CLIENTS, seconds)
+        log(f"  POST /v1/jobs/bulk: {bulk:,.0f} jobs/s, p50 {statistics.median(bulk_ms):.0f} ms per {BULK_SIZE:,}")
+        self.bench.figures.append(
+            Figure(
+                f"POST /v1/jobs/bulk ({BULK_SIZE:,} a request)",
+                "/s",
+                bulk,
+                single,
+                "single POST /v1/jobs",
+                "≥ 10,000/s",
+                bulk >= 10_000,
+            )
+        )
+
+    def up(self, port: int) -> bool:
+        import requests
+
+        try:
+            return requests.get(f"http://127.0.0.1:{port}/v1/", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def load(self, kind: str, token: str, clients: int, seconds: float) -> tuple[float, list[float]]:
+        """`clients` processes in turn on the servers for `seconds`: made per second, latencies."""
+        log(f"http: {kind}, {clients} clients for {seconds:.0f}s on daphne x {len(PORTS)}")
+        jobs = [(kind, PORTS[i % len(PORTS)], token, seconds, i) for i in range(clients)]
+        with ProcessPoolExecutor(clients) as pool:
+            results = list(pool.map(_client, jobs))
+        return sum(made / took for made, _, took in results), [ms for _, latencies, _ in results for ms in latencies]
