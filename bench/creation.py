@@ -1,4 +1,4 @@
-"""The http stage (creation through the API): creating jobs through the API, with the web role as the README recommends for
+"""The http stage: creating jobs through the API, with the web role as the README recommends for
 production (daphne processes, one per CPU, behind a balancer: here the clients take turns between
 them), against the same servers answering `GET /v1/` (no database: the HTTP and framework floor).
 
@@ -104,7 +104,6 @@ class Creation:
         self.bench.figures.append(
             Figure("POST /v1/jobs", "/s", single, floor, "GET /v1/ on the same servers", "≥ 400/s", single >= 400)
         )
-        return  # TEMP
         bulk, bulk_ms = self.load("bulk", token, BULK_CLIENTS, seconds)
         log(f"  POST /v1/jobs/bulk: {bulk:,.0f} jobs/s, p50 {statistics.median(bulk_ms):.0f} ms per {BULK_SIZE:,}")
         self.bench.figures.append(

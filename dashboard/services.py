@@ -6,6 +6,8 @@ without its row, nor a row claiming an effect that was rolled back. A refused or
 is recorded after its transaction rolled back, so the log also shows what was attempted.
 """
 
+import functools
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,7 +22,7 @@ from executions.scheduling import QuotaExceeded, job_cancel, job_create, job_pau
 from executions.services import execution_cancel, execution_redrive
 from executions.states import InvalidTransition
 from jobs.models import Job, JobVersion
-from jobs.states import InvalidJobTransition
+from jobs.states import InvalidJobTransition, JobState
 from tenants.models import Tenant
 from web.api.job_versions import job_version_restore
 from web.json_input import printable
@@ -308,4 +310,45 @@ def executions_retry_audited(*, actor: Actor, executions: list[Execution], now: 
             )
         except ActionRefused as exc:
             result.refused.append((execution, str(exc)))
+    return result
+
+
+# The job states each bulk action applies to; a selected job in another state is skipped.
+BULK_JOB_ACTIONS: dict[str, frozenset[str]] = {
+    "pause": frozenset({JobState.ACTIVE}),
+    "resume": frozenset({JobState.PAUSED}),
+    "cancel": frozenset({JobState.ACTIVE, JobState.PAUSED}),
+}
+
+
+@dataclass
+class JobsActResult:
+    done: list[Job]
+    skipped: list[Job]  # in a state the action does not apply to, or refused when it was tried
+
+
+def jobs_act_audited(*, actor: Actor, jobs: list[Job], action: str, now: datetime) -> JobsActResult:
+    """Pause, resume or cancel several jobs through the same services as one job's action, each
+    in its own transaction with its own audit row (sharing one request id). A job whose state
+    the action does not apply to is skipped without an attempt; one whose state changed under
+    us is refused by the service (audited as such) and counted as skipped too."""
+    service, _ = _JOB_SERVICES[action]
+    request_id = uuid.uuid4()
+    result = JobsActResult(done=[], skipped=[])
+    for job in jobs:
+        if job.state not in BULK_JOB_ACTIONS[action]:
+            result.skipped.append(job)
+            continue
+        try:
+            _audited(
+                actor=actor,
+                action=f"job.{action}",
+                target=Target.of_job(job),
+                now=now,
+                run=functools.partial(service, job=job, now=now),
+                request_id=request_id,
+            )
+            result.done.append(job)
+        except ActionRefused:
+            result.skipped.append(job)
     return result

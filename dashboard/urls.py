@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.overview, name="overview"),
     path("jobs/", views.job_list, name="jobs"),
     path("jobs/new", views.job_create, name="job-create"),
+    path("jobs/bulk", views.jobs_bulk_action, name="jobs-bulk"),
     path("jobs/<uuid:job_id>/", views.job_detail, name="job-detail"),
     path("jobs/<uuid:job_id>/edit", views.job_edit, name="job-edit"),
     path("jobs/<uuid:job_id>/<str:action>", views.job_action, name="job-action"),

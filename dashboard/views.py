@@ -32,6 +32,7 @@ from jobs import registry
 from jobs.models import Backoff as BackoffChoice
 from jobs.models import ConcurrencyPolicy, JobType, MisfirePolicy, Priority
 from jobs.selectors import job_get
+from jobs.selectors import job_list as jobs_in_scope
 from jobs.states import TERMINAL as JOB_TERMINAL
 from jobs.states import JobState
 from jobs.versions import changes_between, version_get, version_list
@@ -392,6 +393,38 @@ def job_version_restore(request: ScopedRequest, job_id: uuid.UUID, number: int) 
     except ActionRefused as exc:
         messages.error(request, f"“{job.name}”: restore of version {number} refused — {exc}.")
     return HttpResponseRedirect(reverse("dashboard:job-detail", args=[job.pk]) + "#job-versions")
+
+
+@require_POST
+@operator_view
+def jobs_bulk_action(request: ScopedRequest) -> HttpResponse:
+    """Pause, resume or cancel the jobs selected on the jobs page; only the caller's tenants' jobs."""
+    action = request.POST.get("action", "")
+    if action not in services.BULK_JOB_ACTIONS:
+        return HttpResponseBadRequest("unknown action", content_type="text/plain; charset=utf-8")
+    actor = Actor.of(request)
+    wanted = []
+    for raw in request.POST.getlist("ids")[:MAX_BULK]:
+        try:
+            wanted.append(uuid.UUID(raw))
+        except ValueError:
+            continue
+    found = jobs_in_scope(scope=request.tenant_scope).in_bulk(wanted)
+    now = db_now()
+    for missing in set(wanted) - set(found):
+        services.audit_not_found(
+            actor=actor, action=f"job.{action}", target_type="job", target_id=str(missing), now=now
+        )
+    if not wanted:
+        messages.warning(request, "Nothing selected.")
+    else:
+        result = services.jobs_act_audited(actor=actor, jobs=list(found.values()), action=action, now=now)
+        done = {"pause": "Paused", "resume": "Resumed", "cancel": "Cancelled"}[action]
+        text = f"{done} {len(result.done)} job(s); skipped {len(result.skipped)} not in a state to {action}."
+        (messages.success if result.done else messages.warning)(request, text)
+        if len(found) < len(wanted):
+            messages.error(request, f"{len(wanted) - len(found)} job(s) not found.")
+    return _redirect_back(request, reverse("dashboard:jobs"))
 
 
 # --- Executions ----------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ resume it. Each function is one transaction and states what it guarantees."""
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -113,6 +114,114 @@ def job_create(
             raise
         return CreateResult(existing, created=False)
     return CreateResult(job, created=True)
+
+
+# A bulk request's size limit: the API refuses a longer list before anything is validated.
+MAX_BULK_JOBS = 1000
+
+
+def bulk_item_key(key: str, index: int) -> str:
+    """The idempotency key stored on the job at `index` of a batch submitted under `key`.
+
+    A batch needs no table of its own: its jobs carry `<key>#<index>` under the same unique
+    index (tenant, idempotency_key) that decides the single create's race. The batch is one
+    transaction, so either every one of its keys exists or none does, and a racing duplicate's
+    insert of `<key>#0` waits on the winner's uncommitted row and then fails as a whole. The
+    index is after the last `#`, so two batch keys never derive the same item key; a single
+    create that names `<key>#<index>` itself is told it conflicts (409), never given a batch's job.
+    """
+    return f"{key}#{index}"
+
+
+@dataclass
+class BulkCreateResult:
+    jobs: list[Job]  # in the order of the items
+    created: bool  # False: a replay of an earlier batch under the same key
+
+
+def jobs_create_bulk(
+    *,
+    tenant: Tenant,
+    items: Sequence[dict[str, Any]],
+    now: datetime,
+    idempotency_key: str | None = None,
+    fingerprint: str = "",
+    actor: str = "",
+) -> BulkCreateResult:
+    """Create many jobs, each with its first execution, all or nothing, in one transaction.
+
+    `items` are validated model fields, as `job_create` takes them. Guarantees:
+    - all of them or none: one transaction, whose jobs, executions and CREATED events are each
+      written by one set-based statement, and one wake-up of the dispatchers for the earliest fire;
+    - each job's first fire is what `job_create` would give it (`first_fire`);
+    - the tenant's quotas count every job: `submit_rate` counts the batch's jobs (a refused batch
+      is not counted), and a batch that would take the tenant past `max_active_jobs` is refused
+      whole (QuotaExceeded), counted under the tenant row's lock as single creates count;
+    - with an idempotency key, the same batch again (same fingerprint) returns the jobs the first
+      one made, in order, even when the two race; the key with another body raises
+      IdempotencyConflict (see `bulk_item_key` for how a batch's key is stored);
+    - each job's version 1 (jobs.versions), made by `actor`, commits with it (one statement).
+    """
+    if not items:
+        raise ValueError("a bulk create needs at least one job")
+    keys = [bulk_item_key(idempotency_key, index) for index in range(len(items))] if idempotency_key else []
+    if keys and (existing := _batch_by_keys(tenant=tenant, keys=keys, fingerprint=fingerprint)):
+        return BulkCreateResult(existing, created=False)
+    if reason := submit_rate_check(tenant=tenant, now=now, count=len(items)):
+        raise QuotaExceeded(reason, retry_after=60 - int(now.timestamp()) % 60)
+    try:
+        with transaction.atomic():
+            if tenant.max_active_jobs is not None:
+                Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
+                # A racing twin of this batch may have committed while we waited for the lock:
+                # its jobs count as active, so look for them before counting, or a replay is a 429.
+                if keys and (existing := _batch_by_keys(tenant=tenant, keys=keys, fingerprint=fingerprint)):
+                    return BulkCreateResult(existing, created=False)
+                active = Job.objects.filter(tenant=tenant, state__in=[JobState.ACTIVE, JobState.PAUSED]).count()
+                if active + len(items) > tenant.max_active_jobs:
+                    raise QuotaExceeded(
+                        f"tenant '{tenant.slug}' has {active} active jobs and a limit of {tenant.max_active_jobs};"
+                        f" a batch of {len(items)} would go over it"
+                    )
+            jobs, fires = [], []
+            for index, fields in enumerate(items):
+                job = Job(
+                    tenant=tenant,
+                    idempotency_key=keys[index] if keys else None,
+                    request_fingerprint=fingerprint,
+                    **fields,
+                )
+                if job.type == JobType.DELAYED:
+                    job.run_at = _delayed_run_at(job, now)
+                job.next_fire_at = fire = first_fire(job=job, now=now)
+                jobs.append(job)
+                fires.append(fire)
+            store().insert_new(jobs)
+            transitions.create_many(runs=list(zip(jobs, fires, strict=True)), now=now)
+            versions_record(jobs=jobs, actor=actor, now=now)
+    except IntegrityError:
+        if not keys:
+            raise
+        existing = _batch_by_keys(tenant=tenant, keys=keys, fingerprint=fingerprint)
+        if not existing:
+            raise
+        return BulkCreateResult(existing, created=False)
+    return BulkCreateResult(jobs, created=True)
+
+
+def _batch_by_keys(*, tenant: Tenant, keys: list[str], fingerprint: str) -> list[Job]:
+    """The jobs of the batch whose item keys are `keys`, in order; [] when none exists."""
+    found = {job.idempotency_key: job for job in Job.objects.filter(tenant=tenant, idempotency_key__in=keys)}
+    for job in found.values():
+        job.tenant = tenant  # the answer names it: not one query per job
+    if not found:
+        return []
+    if any(job.request_fingerprint != fingerprint for job in found.values()) or len(found) != len(keys):
+        # Another body under the key (or a single create that took one of its item keys).
+        raise IdempotencyConflict(
+            f"Idempotency-Key '{keys[0].rpartition('#')[0]}' was already used with a different request body"
+        )
+    return [found[key] for key in keys]
 
 
 def _job_by_key(*, tenant: Tenant, key: str, fingerprint: str) -> Job | None:

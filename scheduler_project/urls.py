@@ -9,6 +9,7 @@ from web.api.health import HealthApi
 from web.api.index import ApiIndexApi
 from web.api.job_versions import JobVersionListApi, JobVersionRestoreApi
 from web.api.jobs import (
+    JobBulkCreateApi,
     JobDetailApi,
     JobExecutionsApi,
     JobListCreateApi,
@@ -22,6 +23,7 @@ from web.api.pools import PoolListApi
 api = [
     path("", ApiIndexApi.as_view(), name="api-index"),
     path("jobs", JobListCreateApi.as_view(), name="job-list"),
+    path("jobs/bulk", JobBulkCreateApi.as_view(), name="job-bulk"),  # before jobs/<job_id>, which would take it
     path("jobs/<str:job_id>", JobDetailApi.as_view(), name="job-detail"),
     path("jobs/<str:job_id>/pause", JobPauseApi.as_view(), name="job-pause"),
     path("jobs/<str:job_id>/resume", JobResumeApi.as_view(), name="job-resume"),

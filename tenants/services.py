@@ -31,11 +31,14 @@ def token_create(*, tenant: Tenant, name: str = "") -> tuple[ApiToken, str]:
     return token, raw
 
 
-def submit_rate_check(*, tenant: Tenant, now) -> str | None:
-    """Count a job submission against the tenant's per-minute rate; the reason if it is over.
+def submit_rate_check(*, tenant: Tenant, now, count: int = 1) -> str | None:
+    """Count `count` job submissions (a bulk request's jobs) against the tenant's per-minute
+    rate; the reason if they would go over it.
 
     A fixed one-minute window in the cache (Redis in production, so every web process shares
     it). Being approximate at window edges is fine for a rate limit; being shared is not optional.
+    A batch is counted whole or not at all: a refused batch of 1,000 gives its count back, so it
+    does not use up the minute for the smaller requests that still fit.
     """
     if tenant.submit_rate_per_minute is None:
         return None
@@ -43,7 +46,9 @@ def submit_rate_check(*, tenant: Tenant, now) -> str | None:
 
     key = f"submit-rate:{tenant.pk}:{int(now.timestamp() // 60)}"
     cache.add(key, 0, timeout=120)
-    count = cache.incr(key)
-    if count > tenant.submit_rate_per_minute:
+    total = cache.incr(key, count)
+    if total > tenant.submit_rate_per_minute:
+        if count > 1:
+            cache.decr(key, count)
         return f"tenant '{tenant.slug}' may submit {tenant.submit_rate_per_minute} jobs per minute; try again shortly"
     return None

@@ -60,6 +60,42 @@ def loads(text: str, *, field: str | None = None, parse_constant: Callable | Non
     return data
 
 
+# A batch body, {"jobs": [{...}, ...]}: its list and its items are two levels of its own.
+BATCH_NESTING = 2
+
+
+def loads_batch(text: str, *, parse_constant: Callable | None = None) -> Any:
+    """Parse a batch request body, whose top-level field is a list of request bodies. Its
+    nesting is measured as `loads` measures a request body's, plus the batch's own two levels, so
+    an item's fields nest as deep as a single request's may. What cannot be stored is left to
+    `field_errors`, item by item, so that a batch's answer can name every bad item."""
+    deep_field = _too_deep(text, MAX_DEPTH + 1 + BATCH_NESTING)
+    if deep_field is not None:
+        raise JSONInputError(deep_field, f"has an item nested deeper than {MAX_DEPTH} levels")
+    data = json.loads(text, parse_constant=parse_constant)
+    if isinstance(data, dict):
+        for key in data:
+            if printable(key) != key:
+                raise JSONInputError(printable(key), _unstorable_message(key, "the field's name"))
+    return data
+
+
+def field_errors(data: dict) -> dict[str, list[str]]:
+    """Why each top-level field of a parsed request body cannot be stored ({} when all can):
+    the checks `loads` makes, for a body that came inside a batch."""
+    errors: dict[str, list[str]] = {}
+    for key, value in data.items():
+        name = printable(key)
+        if name != key:
+            errors[name] = [_unstorable_message(key, "the field's name")]
+            continue
+        try:
+            _check_value(value, name)
+        except JSONInputError as exc:
+            errors[name] = [exc.message]
+    return errors
+
+
 def _too_deep(text: str, limit: int) -> str | None:
     """The top-level key whose value nests deeper than `limit` (counting the document's own
     brackets), "" when the document itself does, None when nothing does. Strings are skipped

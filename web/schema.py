@@ -63,7 +63,7 @@ class AutoSchema(openapi.AutoSchema):
             codes.append("409")
         if body:
             codes.append("413")
-        if method == "POST" and path == "/v1/jobs":
+        if method == "POST" and path in ("/v1/jobs", "/v1/jobs/bulk"):
             codes += ["409", "429"]
         if authenticated:
             codes.append("503")

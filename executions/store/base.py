@@ -20,7 +20,7 @@ from typing import Any, ClassVar, cast
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Field
+from django.db.models import Field, Model
 from django.db.models.expressions import Combinable
 from django.db.models.sql import UpdateQuery
 
@@ -267,6 +267,12 @@ class Store(AdmissionStatements):
         """SQL and parameters: `id` is one of `ids`."""
         pk = Execution._meta.pk
         return f"id IN ({', '.join(['%s'] * len(ids))})", [pk.get_db_prep_value(as_uuid(i), self.db) for i in ids]
+
+    def insert_new(self, rows: Sequence[Model]) -> None:
+        """Insert new rows of one model (primary keys made in Python, so nothing is read back) in
+        as few statements as the database allows: a bulk submission's jobs and first executions."""
+        if rows:
+            type(rows[0])._default_manager.bulk_create(rows)
 
     def record_events(
         self, rows: Sequence[tuple[Any, int, str]], *, source: str, target: str, now: datetime, message: str = ""

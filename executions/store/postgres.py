@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import psycopg
 from django.db import connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import JSONField, Model
 
 from executions.models import Execution, Origin
 from executions.states import TERMINAL, ExecutionState
@@ -186,6 +187,32 @@ class PostgresStore(Store, PostgresAdmissionStatements):
 
     def id_in(self, ids: Sequence[Any]) -> tuple[str, list]:
         return "id = ANY(%s)", [list(ids)]
+
+    def insert_new(self, rows: Sequence[Model]) -> None:
+        # One statement with an array parameter per column, as record_events: bulk_create binds a
+        # parameter per value and builds that SQL in Python, which for 1,000 jobs and their 1,000
+        # executions was over half of a bulk submission's time.
+        if not rows:
+            return
+        db = self.db
+        meta = type(rows[0])._meta
+        fields = meta.concrete_fields
+        columns = ", ".join(db.ops.quote_name(str(field.column)) for field in fields)  # concrete: never None
+        arrays = ", ".join(f"%s::{field.db_type(db)}[]" for field in fields)
+        # pre_save(add=True) fills what a save fills (created_at, updated_at), on the instances too.
+        # Values go as the fields hold them (str, int, UUID, aware datetime), which psycopg adapts;
+        # only JSON needs the field's own adapter. Preparing every value the ORM's way cost
+        # as much again as the statement.
+        params = [
+            [field.get_db_prep_save(field.pre_save(row, True), db) for row in rows]
+            if isinstance(field, JSONField)
+            else [field.pre_save(row, True) for row in rows]
+            for field in fields
+        ]
+        with db.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {db.ops.quote_name(meta.db_table)} ({columns}) SELECT * FROM unnest({arrays})", params
+            )
 
     def record_events(
         self, rows: Sequence[tuple[Any, int, str]], *, source: str, target: str, now: datetime, message: str = ""

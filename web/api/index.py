@@ -9,6 +9,7 @@ from rest_framework.views import APIView
 # (name, path under /v1/, what it is); {id} parts are filled in by the caller.
 ENDPOINTS = [
     ("jobs", "jobs", "list (GET) and create (POST) jobs"),
+    ("jobsBulk", "jobs/bulk", "POST: create up to 1,000 jobs, all or nothing"),
     ("job", "jobs/{jobId}", "a job: GET, PUT, PATCH, DELETE (cancel)"),
     ("jobPause", "jobs/{jobId}/pause", "POST: pause"),
     ("jobResume", "jobs/{jobId}/resume", "POST: resume"),

@@ -11,6 +11,7 @@ from django.utils import timezone as django_timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from executions.scheduling import MAX_BULK_JOBS
 from jobs import cron, registry
 from jobs.models import Backoff, ConcurrencyPolicy, Job, JobType, MisfirePolicy, Priority
 from jobs.payloads import StrictSerializer
@@ -249,7 +250,11 @@ class JobInputSerializer(StrictSerializer):
 
     def to_model_fields(self) -> dict[str, Any]:
         """The validated data in the model's terms, only what was given (for partial updates)."""
-        data = self.validated_data
+        return self.model_fields_of(self.validated_data)
+
+    @staticmethod
+    def model_fields_of(data: Any) -> dict[str, Any]:
+        """`data`, as validated by this serializer, in the model's terms."""
         fields: dict[str, Any] = {}
         simple = {
             "name": "name",
@@ -333,6 +338,67 @@ class JobDetailOutputSerializer(JobOutputSerializer):
         from executions.selectors import latest_executions
 
         return ExecutionSerializer(latest_executions(job_id=job.pk), many=True).data  # type: ignore[return-value]  # a ReturnList
+
+
+class JobBulkInputSerializer(StrictSerializer):
+    """A bulk create's body, for the schema: the view checks the list and then each item with
+    JobInputSerializer, so that its answer can name every bad item by index."""
+
+    jobs = serializers.ListField(
+        child=JobInputSerializer(),
+        min_length=1,
+        max_length=MAX_BULK_JOBS,
+        help_text=f"1 to {MAX_BULK_JOBS} job bodies, each as POST /v1/jobs takes one; all in one tenant.",
+    )
+
+
+class JobBulkOutputSerializer(serializers.Serializer):
+    jobs = JobOutputSerializer(many=True, help_text="The jobs, in the order of the request's items.")
+
+
+# A bulk create's 400: one entry per bad item, or (for the request as a whole) the Error shape.
+BULK_ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": (
+        "`errors`: one entry per invalid item, its `index` in `jobs` and each invalid field's name with "
+        "a list of messages; nothing is created. An error about the request as a whole (`jobs` missing, "
+        "empty or too long, the body too large or malformed, the Idempotency-Key) names that field "
+        "instead, or says `detail`."
+    ),
+    "properties": {
+        "errors": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"index": {"type": "integer", "minimum": 0}},
+                "required": ["index"],
+                "additionalProperties": True,
+            },
+        },
+        "detail": {"type": "string"},
+    },
+    "additionalProperties": True,
+}
+
+
+def bulk_items(data: Any) -> list:
+    """The list of a bulk body's items; a ValidationError naming `jobs` (or an unknown field)
+    when the body is not `{"jobs": [1 to MAX_BULK_JOBS items]}`."""
+    unknown = sorted(set(data) - {"jobs"}) if isinstance(data, dict) else []
+    if unknown:
+        raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
+    items = data.get("jobs") if isinstance(data, dict) else None
+    if items is None:
+        raise serializers.ValidationError({"jobs": ["is required: a list of job bodies"]})
+    if not isinstance(items, list):
+        raise serializers.ValidationError({"jobs": [f"must be a list of job bodies, not {type(items).__name__}"]})
+    if not items:
+        raise serializers.ValidationError({"jobs": ["must hold at least one job"]})
+    if len(items) > MAX_BULK_JOBS:
+        raise serializers.ValidationError(
+            {"jobs": [f"holds {len(items)} jobs; a bulk request may hold at most {MAX_BULK_JOBS}"]}
+        )
+    return items
 
 
 class FireTimeSerializer(serializers.Serializer):

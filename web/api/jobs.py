@@ -1,6 +1,8 @@
+from typing import Any
+
 from django.http import Http404
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -9,12 +11,15 @@ from rest_framework.views import APIView
 from executions.clock import db_now
 from executions.models import Execution
 from executions.scheduling import (
+    MAX_BULK_JOBS,
+    bulk_item_key,
     job_cancel,
     job_create,
     job_pause,
     job_resume,
     job_trigger,
     job_update,
+    jobs_create_bulk,
     request_fingerprint,
 )
 from executions.selectors import execution_list
@@ -26,7 +31,10 @@ from tenants.selectors import scope_of, tenant_for_create
 from web.api.execution_serializers import ExecutionSerializer
 from web.api.job_filters import JobFilter
 from web.api.job_serializers import (
+    BULK_ERROR_SCHEMA,
     AwareDateTimeField,
+    JobBulkInputSerializer,
+    JobBulkOutputSerializer,
     JobDetailOutputSerializer,
     JobInputSerializer,
     JobOutputSerializer,
@@ -34,9 +42,11 @@ from web.api.job_serializers import (
     ScheduleField,
     SchedulePreviewSerializer,
     TimezoneField,
+    bulk_items,
 )
 from web.authentication import actor_of
-from web.rest import ExecutionPagination
+from web.json_input import field_errors
+from web.rest import BulkJSONParser, ExecutionPagination, representer
 
 # What the request schema cannot say (OpenAPI 3.0 has no rules between fields); a body that breaks
 # one is a 400 naming the field.
@@ -114,6 +124,105 @@ class JobListCreateApi(generics.ListAPIView):
             JobOutputSerializer(result.job).data,
             status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
         )
+
+
+# The longest key a batch may use: its jobs store `<key>#<index>` in the 255-character column.
+MAX_BULK_KEY_LENGTH = 255 - len(bulk_item_key("", MAX_BULK_JOBS - 1))
+
+
+class JobBulkCreateApi(APIView):
+    """Create up to MAX_BULK_JOBS jobs in one request, all or nothing."""
+
+    parser_classes = [BulkJSONParser]
+
+    @extend_schema(
+        request=JobBulkInputSerializer,
+        responses={
+            201: JobBulkOutputSerializer,
+            200: JobBulkOutputSerializer,
+            400: OpenApiResponse(BULK_ERROR_SCHEMA, description="Invalid items, each by index; nothing created."),
+        },
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                {"type": "string", "maxLength": MAX_BULK_KEY_LENGTH},
+                OpenApiParameter.HEADER,
+                description="For the whole batch: the same key and body again answer the first batch's jobs "
+                "(200); another body, 409. The batch's jobs hold the keys `<key>#0`, `<key>#1`, …",
+            )
+        ],
+        description=f"Each item is a body as POST /v1/jobs takes it, all in one tenant. Every bad item is "
+        f"reported by its index and nothing is created; quotas count every job of the batch.\n\n{JOB_RULES}",
+    )
+    def post(self, request):
+        key = request.headers.get("Idempotency-Key") or None
+        if key is not None and len(key) > MAX_BULK_KEY_LENGTH:
+            raise serializers.ValidationError(
+                {"Idempotency-Key": [f"must be at most {MAX_BULK_KEY_LENGTH} characters for a bulk request"]}
+            )
+        items = bulk_items(request.data)
+        tenant, fields, errors = _validate_bulk(request, items)
+        if errors:
+            # A Response, not a ValidationError: that would make each `index` a string.
+            return Response({"errors": errors}, status=status.HTTP_400_BAD_REQUEST)
+        assert tenant is not None  # at least one item, and each one valid
+        result = jobs_create_bulk(
+            tenant=tenant,
+            items=fields,
+            now=db_now(),
+            idempotency_key=key,
+            fingerprint=request_fingerprint(request.data),
+            actor=actor_of(request),
+        )
+        represent = representer(JobOutputSerializer())
+        return Response(
+            {"jobs": [represent(job) for job in result.jobs]},
+            status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
+        )
+
+
+def _validate_bulk(request, items: list) -> tuple[Tenant | None, list[dict[str, Any]], list[dict[str, Any]]]:
+    """Each item checked as POST /v1/jobs checks a body: the batch's tenant, the items' model
+    fields, and an entry per bad item (its index and its fields' errors)."""
+    # One serializer for every item, as DRF's many=True does: building one per item would copy
+    # its fields a thousand times.
+    validator = JobInputSerializer()
+    tenants: dict[str | None, Tenant | serializers.ValidationError] = {}
+    batch_tenant: Tenant | None = None
+    fields: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            errors.append({"index": index, "non_field_errors": ["must be a JSON object: a job body"]})
+            continue
+        item_errors: Any = field_errors(item)
+        if not item_errors:
+            try:
+                data = validator.run_validation(item)
+            except serializers.ValidationError as exc:
+                item_errors = exc.detail
+        if not item_errors:
+            slug = data.get("tenant")
+            if slug not in tenants:
+                try:
+                    tenants[slug] = _tenant_for_create(request, slug)
+                except serializers.ValidationError as exc:
+                    tenants[slug] = exc
+            found = tenants[slug]
+            if isinstance(found, serializers.ValidationError):
+                item_errors = found.detail
+            elif batch_tenant is not None and found != batch_tenant:
+                item_errors = {"tenant": [f"a batch creates in one tenant; its first job's is '{batch_tenant.slug}'"]}
+            else:
+                batch_tenant = found
+                fields.append(validator.model_fields_of(data))
+        if item_errors:
+            item_errors = dict(item_errors)
+            if "index" in item_errors:  # a field named like the entry's own key: said apart
+                said = item_errors.pop("index")
+                item_errors.setdefault("non_field_errors", []).extend(f"index: {message}" for message in said)
+            errors.append({"index": index, **item_errors})
+    return batch_tenant, fields, errors
 
 
 class JobDetailApi(APIView):

@@ -137,7 +137,8 @@
   // --- Forms ---------------------------------------------------------------------------------------
   document.addEventListener("submit", function (e) {
     var form = e.target;
-    var question = form.getAttribute("data-confirm");
+    // A button may ask its own question (a bulk bar's "Cancel selected"), before its form's.
+    var question = (e.submitter && e.submitter.getAttribute("data-confirm")) || form.getAttribute("data-confirm");
     if (question && !window.confirm(question)) e.preventDefault();
   });
   document.addEventListener("change", function (e) {
