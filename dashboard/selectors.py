@@ -361,7 +361,7 @@ def next_fires(*, job: Job, now: datetime, count: int) -> list[Fire]:
         if job.state in (JobState.CANCELLED,):
             return []
         try:
-            times = cron.fires_after(job.schedule, job.timezone, now, count)
+            times = cron.fires_after(job.schedule, job.timezone, now, count, seed=str(job.pk))
         except (cron.CronError, OverflowError):
             return []
         # The pending fire may be earlier than `now` (due, not yet dispatched): show it first.

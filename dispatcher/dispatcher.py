@@ -212,9 +212,9 @@ def _materialise_next(claimed: Sequence[Moved], jobs: dict, now: datetime) -> in
         job: Job = jobs[m.job_id]
         if m.attempt > 1:
             continue  # a retry of an old fire; its successor was made when it was first claimed
-        fire = cron.next_fire(job.schedule, job.timezone, m.scheduled_for)
+        fire = cron.next_fire(job.schedule, job.timezone, m.scheduled_for, seed=str(job.pk))
         if fire <= now and job.misfire_policy != MisfirePolicy.RUN_ALL:
-            fire = cron.next_fire(job.schedule, job.timezone, now)
+            fire = cron.next_fire(job.schedule, job.timezone, now, seed=str(job.pk))
         try:
             with transaction.atomic():  # a savepoint: a fire that exists already is not an error
                 transitions.create(job=job, scheduled_for=fire, now=now, wake=False)

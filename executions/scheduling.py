@@ -40,8 +40,11 @@ def request_fingerprint(data: dict[str, Any]) -> str:
 
 def first_fire(*, job: Job, now: datetime) -> datetime:
     """When a job's schedule first fires (a DELAYED job's run_at is set from its delay first).
-    The API has refused a job without one: a one-off with no time, a schedule that never fires."""
-    fire = cron.next_fire(job.schedule, job.timezone, now) if job.type == JobType.CRON else job.run_at
+    The API has refused a job without one: a one-off with no time, a schedule that never fires.
+    A schedule's hashed (H) values are resolved with the job's id, so they hold for its life."""
+    fire: datetime | None = job.run_at
+    if job.type == JobType.CRON:
+        fire = cron.next_fire(job.schedule, job.timezone, now, seed=str(job.pk))
     if fire is None:
         raise ValueError(f"job {job.pk} ({job.type}) has no first fire")
     return fire

@@ -101,13 +101,16 @@ class JobListCreateApi(generics.ListAPIView):
         serializer = JobInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         tenant = _tenant_for_create(request, serializer.validated_data.get("tenant"))
-        result = job_create(
-            tenant=tenant,
-            fields=serializer.to_model_fields(),
-            now=db_now(),
-            idempotency_key=key,
-            fingerprint=request_fingerprint(request.data),
-        )
+        try:
+            result = job_create(
+                tenant=tenant,
+                fields=serializer.to_model_fields(),
+                now=db_now(),
+                idempotency_key=key,
+                fingerprint=request_fingerprint(request.data),
+            )
+        except cron.CronError as exc:  # an H schedule that, resolved with the new job's id, never fires
+            raise serializers.ValidationError({"schedule": [str(exc)]}) from exc
         return Response(
             JobOutputSerializer(result.job).data,
             status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
@@ -182,6 +185,12 @@ class PreviewQuerySerializer(serializers.Serializer):
     timezone = TimezoneField(required=False, default="UTC", help_text="An IANA timezone.")
     count = serializers.IntegerField(min_value=1, max_value=100, required=False, default=5)
     after = AwareDateTimeField(required=False, help_text="ISO 8601 with an offset; default now.")
+    seed = serializers.CharField(
+        required=False,
+        max_length=100,
+        help_text="What resolves the schedule's hashed `H` values: a job's `jobId` previews that job's times. "
+        "Required when the schedule has `H` (400 naming `seed` without it); ignored when it has none.",
+    )
 
     def to_internal_value(self, data):
         # `count=` is a parameter given empty, not one left out: DRF would take its default, and
@@ -201,6 +210,14 @@ class PreviewQuerySerializer(serializers.Serializer):
             raise serializers.ValidationError(str(exc)) from exc
         return value
 
+    def validate(self, attrs):
+        # Without a seed there is no honest answer for an H schedule: each job has its own times.
+        if "seed" not in attrs and cron.resolve(attrs["schedule"], "-") != attrs["schedule"]:
+            raise serializers.ValidationError(
+                {"seed": ["is required for a schedule with hashed (H) values: give a jobId to see that job's times"]}
+            )
+        return attrs
+
 
 class SchedulePreviewApi(APIView):
     """The next fire times of a cron schedule, in UTC and in its timezone."""
@@ -213,19 +230,25 @@ class SchedulePreviewApi(APIView):
         query.is_valid(raise_exception=True)
         params = query.validated_data
         zone = cron.parse_timezone(params["timezone"])
+        seed = params.get("seed")
         try:
             fires = cron.fires_after(
-                params["schedule"], params["timezone"], params.get("after") or timezone.now(), params["count"]
+                params["schedule"],
+                params["timezone"],
+                params.get("after") or timezone.now(),
+                params["count"],
+                seed=seed,
             )
         except (ValueError, OverflowError) as exc:  # CronError, or a date past year 9999
             raise serializers.ValidationError({"schedule": [str(exc)]}) from exc
-        return Response(
-            {
-                "schedule": params["schedule"],
-                "timezone": params["timezone"],
-                "fireTimes": [
-                    {"utc": fire.strftime("%Y-%m-%dT%H:%M:%SZ"), "local": fire.astimezone(zone).isoformat()}
-                    for fire in fires
-                ],
-            }
-        )
+        body = {
+            "schedule": params["schedule"],
+            "timezone": params["timezone"],
+            "fireTimes": [
+                {"utc": fire.strftime("%Y-%m-%dT%H:%M:%SZ"), "local": fire.astimezone(zone).isoformat()}
+                for fire in fires
+            ],
+        }
+        if seed is not None:
+            body["resolvedSchedule"] = cron.resolve(params["schedule"], seed)
+        return Response(body)
