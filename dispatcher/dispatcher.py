@@ -27,7 +27,7 @@ from executions.models import Execution, Origin
 from executions.services import execution_cancel
 from executions.states import ACTIVE, ExecutionState, InvalidTransition
 from executions.store import DueListener, Moved, store
-from jobs import cron
+from jobs import cron, misfire
 from jobs import transitions as job_transitions
 from jobs.models import ConcurrencyPolicy, Job, MisfirePolicy
 
@@ -169,8 +169,8 @@ def _apply_policies(claimed: Sequence[Moved], jobs: dict, now: datetime, misfire
     """Cancel the claimed fires that a policy says must not run; return their ids."""
     skipped: set = set()
     for m in claimed:
-        missed = m.scheduled_for < now - misfire_grace
-        if jobs[m.job_id].misfire_policy == MisfirePolicy.SKIP and m.attempt == 1 and missed:
+        policy = jobs[m.job_id].misfire_policy
+        if m.attempt == 1 and misfire.skips(policy=policy, scheduled_for=m.scheduled_for, now=now, grace=misfire_grace):
             _skip(m, now, f"missed fire of {m.scheduled_for.isoformat()} skipped (misfirePolicy SKIP)")
             skipped.add(m.id)
     overlap = {job_id for job_id, job in jobs.items() if job.concurrency_policy != ConcurrencyPolicy.ALLOW}
