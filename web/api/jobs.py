@@ -1,6 +1,6 @@
 from django.http import Http404
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -17,7 +17,7 @@ from executions.scheduling import (
     job_update,
     request_fingerprint,
 )
-from executions.selectors import execution_list
+from executions.selectors import execution_list, job_resume_preview
 from jobs import cron
 from jobs.models import Job
 from jobs.selectors import job_get, job_list
@@ -35,6 +35,7 @@ from web.api.job_serializers import (
     SchedulePreviewSerializer,
     TimezoneField,
 )
+from web.api.resume_serializers import ResumePreviewSerializer, ResumeQuerySerializer
 from web.rest import ExecutionPagination
 
 # What the request schema cannot say (OpenAPI 3.0 has no rules between fields); a body that breaks
@@ -156,8 +157,23 @@ class JobPauseApi(APIView):
 
 
 class JobResumeApi(APIView):
-    @extend_schema(request=None, responses=JobOutputSerializer)
+    @extend_schema(
+        request=None,
+        parameters=[ResumeQuerySerializer],
+        responses=PolymorphicProxySerializer(
+            component_name="ResumeResult",
+            serializers=[JobOutputSerializer, ResumePreviewSerializer],
+            resource_type_field_name=None,
+        ),
+        description="Resume a paused job: the job, ACTIVE. With `dryRun=true` nothing changes and the answer is "
+        "what resume would run and skip under the job's misfirePolicy (ResumePreview).",
+    )
     def post(self, request, job_id):
+        query = ResumeQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        if query.validated_data["dryRun"]:
+            preview = job_resume_preview(job=_job_or_404(request, job_id), now=db_now())
+            return Response(ResumePreviewSerializer(preview).data)
         job = job_resume(job=_job_or_404(request, job_id), now=db_now())
         return Response(JobOutputSerializer(job).data)
 
