@@ -50,7 +50,8 @@ class AutoSchema(openapi.AutoSchema):
         authenticated = not any(isinstance(permission, AllowAny) for permission in self.view.get_permissions())
         listing = method == "GET" and isinstance(self.view, ListModelMixin)
         body = method in ("POST", "PUT", "PATCH") and self.get_request_serializer() is not None
-        if listing or body or path == "/v1/schedule/preview":
+        # The preview's query and resume's dryRun are checked by a serializer too.
+        if listing or body or path == "/v1/schedule/preview" or path.endswith("/resume"):
             codes.append("400")
         if authenticated:
             codes += ["401", "403"]

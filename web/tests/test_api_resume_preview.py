@@ -129,3 +129,8 @@ def test_schema_describes_the_dry_run(client):
     refs = {ref["$ref"].rsplit("/", 1)[1] for ref in result["oneOf"]}
     assert refs == {"JobOutput", "ResumePreview"}
     assert set(schema["components"]["schemas"]["ResumePreview"]["properties"]) == PREVIEW_FIELDS
+
+
+def test_schema_documents_the_400_of_a_bad_dry_run_flag(client):
+    schema = yaml.safe_load(client.get("/v1/schema").content)
+    assert "400" in schema["paths"]["/v1/jobs/{job_id}/resume"]["post"]["responses"]
