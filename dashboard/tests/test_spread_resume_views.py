@@ -1,5 +1,6 @@
-"""The job page's resume button asks first, with the dry run's answer: what would run, what would
-be skipped, under the job's misfire policy."""
+"""The dashboard with spreading and resume: the job page's resume button asks first with the dry
+run's answer (what would run, what would be skipped, under the job's misfire policy), and the edit
+form's schedule preview resolves H with the job's id."""
 
 import html
 import re
@@ -36,3 +37,13 @@ def test_an_active_jobs_page_has_no_resume_question(member_client, tenant, make_
     job = make_job(tenant, type="CRON", schedule="*/10 * * * *")
     page = member_client.get(f"/dashboard/jobs/{job.pk}/").content.decode()
     assert 'data-testid="resume-preview"' not in page and "/resume" not in page
+
+
+def test_the_edit_forms_preview_resolves_h_with_the_jobs_id(member_client, tenant, make_job):
+    """The form's live preview asks /v1/schedule/preview with seed=<the job's id> (app.js), so an
+    H schedule shows that job's times; a new job's form has no seed to give."""
+    job = make_job(tenant, type="CRON", schedule="H H * * *")
+    edit = member_client.get(f"/dashboard/jobs/{job.pk}/edit").content.decode()
+    assert f'data-schedule-preview data-seed="{job.pk}"' in edit
+    create = member_client.get("/dashboard/jobs/new").content.decode()
+    assert "data-schedule-preview>" in create and "data-seed" not in create
