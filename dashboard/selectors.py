@@ -9,7 +9,7 @@ index bounds it.
 
 import uuid
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -19,12 +19,12 @@ from django.db.models.functions import TruncMinute
 from dashboard.models import AuditEntry
 from dashboard.queries import OverBudget, queries
 from executions.models import Execution, ExecutionEvent
-from executions.selectors import execution_list
+from executions.selectors import execution_list, job_resume_preview
 from executions.states import TERMINAL, ExecutionState
 from jobs import cron
 from jobs.models import Job, JobType
 from jobs.selectors import job_list
-from jobs.states import JobState
+from jobs.states import InvalidJobTransition, JobState
 from tenants.models import Tenant
 
 S = ExecutionState
@@ -361,7 +361,7 @@ def next_fires(*, job: Job, now: datetime, count: int) -> list[Fire]:
         if job.state in (JobState.CANCELLED,):
             return []
         try:
-            times = cron.fires_after(job.schedule, job.timezone, now, count)
+            times = cron.fires_after(job.schedule, job.timezone, now, count, seed=str(job.pk))
         except (cron.CronError, OverflowError):
             return []
         # The pending fire may be earlier than `now` (due, not yet dispatched): show it first.
@@ -370,6 +370,30 @@ def next_fires(*, job: Job, now: datetime, count: int) -> list[Fire]:
     else:
         times = [job.next_fire_at] if job.next_fire_at is not None else []
     return [Fire(utc=t, local=t.astimezone(zone)) for t in times]
+
+
+def resume_question(*, job: Job, now: datetime) -> str | None:
+    """The resume button's confirmation for a paused job: what resuming would run and skip (the
+    API's dry run, executions.selectors.job_resume_preview). None when the job is not paused."""
+    try:
+        preview = job_resume_preview(job=job, now=now, limit=3)
+    except InvalidJobTransition:
+        return None
+    plan = preview.catch_up
+    more = "+" if plan.capped else ""
+
+    def times(values: list[datetime], count: int) -> str:
+        shown = ", ".join(v.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ") for v in values)
+        return f" ({shown}{', …' if count > len(values) else ''})" if values else ""
+
+    lines = [f"Resume job “{job.name}”?"]
+    if job.type == JobType.CRON:
+        lines.append(f"Under misfirePolicy {preview.policy}:")
+    lines.append(f"would run now: {plan.run_count}{more}{times(plan.runs, plan.run_count)}")
+    lines.append(f"would be skipped: {plan.skip_count}{more}{times(plan.skipped, plan.skip_count)}")
+    if plan.next_fire is not None:
+        lines.append(f"then next fire: {plan.next_fire.astimezone(UTC).strftime('%Y-%m-%d %H:%M:%SZ')}")
+    return "\n".join(lines)
 
 
 def job_executions_page(*, scope: list[int] | None, job: Job, page: int) -> tuple[list[Execution], bool]:

@@ -289,6 +289,7 @@ def job_detail(request: ScopedRequest, job_id: uuid.UUID) -> HttpResponse:
             "section": "jobs",
             "job": job,
             "fires": selectors.next_fires(job=job, now=now, count=10),
+            "resume_question": selectors.resume_question(job=job, now=now) if job.state == JobState.PAUSED else None,
             "executions": executions,
             "pager": _pager(request, page, has_next),
             "audit": selectors.audit_for_job(scope=request.tenant_scope, job=job),

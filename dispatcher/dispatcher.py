@@ -27,7 +27,7 @@ from executions.models import Execution, Origin
 from executions.services import execution_cancel
 from executions.states import ACTIVE, ExecutionState, InvalidTransition
 from executions.store import DueListener, Fire, Moved, store
-from jobs import cron
+from jobs import cron, misfire
 from jobs.models import ConcurrencyPolicy, Job, MisfirePolicy
 
 logger = logging.getLogger(__name__)
@@ -172,8 +172,8 @@ def _apply_policies(claimed: Sequence[Moved], jobs: dict, now: datetime, misfire
     """Cancel the claimed fires that a policy says must not run; return their ids."""
     skipped: set = set()
     for m in claimed:
-        missed = m.scheduled_for < now - misfire_grace
-        if jobs[m.job_id].misfire_policy == MisfirePolicy.SKIP and m.attempt == 1 and missed:
+        policy = jobs[m.job_id].misfire_policy
+        if m.attempt == 1 and misfire.skips(policy=policy, scheduled_for=m.scheduled_for, now=now, grace=misfire_grace):
             _skip(m, now, f"missed fire of {m.scheduled_for.isoformat()} skipped (misfirePolicy SKIP)")
             skipped.add(m.id)
     overlap = {job_id for job_id, job in jobs.items() if job.concurrency_policy != ConcurrencyPolicy.ALLOW}
@@ -210,16 +210,19 @@ def _skip(m: Moved, now: datetime, reason: str) -> None:
 def _materialise_next(claimed: Sequence[Moved], jobs: dict, now: datetime) -> int:
     """Create the fire after each claimed one, set-based: the next times computed once per
     distinct (schedule, timezone, fire) (a herd of jobs on one schedule is one computation), the
-    executions and their events in one statement, the jobs' next_fire_at in one. RUN_ALL walks
+    executions and their events in one statement, the jobs' next_fire_at in one. H is resolved
+    with the job's id (jobs/cron.py). RUN_ALL walks
     every missed fire one claim at a time (a backfill); RUN_ONCE and SKIP jump to the first fire
     still ahead. All of it is in the claim's transaction: a dispatcher that dies anywhere in it
     leaves the claimed fires PENDING and makes no next fire, so nothing is lost or doubled."""
     memo: dict[tuple[str, str, datetime], datetime] = {}
 
     def after(job: Job, moment: datetime) -> datetime:
-        key = (job.schedule, job.timezone, moment)
+        # By the schedule as resolved for the job (H is hashed from its id): jobs whose H lands on
+        # the same minute share the computation too.
+        key = (cron.resolve(job.schedule, str(job.pk)), job.timezone, moment)
         if key not in memo:
-            memo[key] = cron.next_fire(job.schedule, job.timezone, moment)
+            memo[key] = cron.next_fire(*key)
         return memo[key]
 
     fires: dict[tuple, Fire] = {}

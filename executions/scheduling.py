@@ -30,6 +30,15 @@ class IdempotencyConflict(Exception):
     """The key was used before with another request body."""
 
 
+class InvalidItems(Exception):
+    """Items of a bulk create that validation could not judge alone: (index, field, message)
+    for each, e.g. an H schedule that, resolved with the job's own id, never fires."""
+
+    def __init__(self, errors: list[tuple[int, str, str]]) -> None:
+        super().__init__(f"{len(errors)} invalid item(s)")
+        self.errors = errors
+
+
 class QuotaExceeded(Exception):
     def __init__(self, reason: str, *, retry_after: int = 60) -> None:
         super().__init__(reason)
@@ -42,8 +51,11 @@ def request_fingerprint(data: dict[str, Any]) -> str:
 
 def first_fire(*, job: Job, now: datetime) -> datetime:
     """When a job's schedule first fires (a DELAYED job's run_at is set from its delay first).
-    The API has refused a job without one: a one-off with no time, a schedule that never fires."""
-    fire = cron.next_fire(job.schedule, job.timezone, now) if job.type == JobType.CRON else job.run_at
+    The API has refused a job without one: a one-off with no time, a schedule that never fires.
+    A schedule's hashed (H) values are resolved with the job's id, so they hold for its life."""
+    fire: datetime | None = job.run_at
+    if job.type == JobType.CRON:
+        fire = cron.next_fire(job.schedule, job.timezone, now, seed=str(job.pk))
     if fire is None:
         raise ValueError(f"job {job.pk} ({job.type}) has no first fire")
     return fire
@@ -183,7 +195,7 @@ def jobs_create_bulk(
                         f"tenant '{tenant.slug}' has {active} active jobs and a limit of {tenant.max_active_jobs};"
                         f" a batch of {len(items)} would go over it"
                     )
-            jobs, fires = [], []
+            jobs, fires, invalid = [], [], []
             for index, fields in enumerate(items):
                 job = Job(
                     tenant=tenant,
@@ -193,9 +205,15 @@ def jobs_create_bulk(
                 )
                 if job.type == JobType.DELAYED:
                     job.run_at = _delayed_run_at(job, now)
-                job.next_fire_at = fire = first_fire(job=job, now=now)
+                try:
+                    job.next_fire_at = fire = first_fire(job=job, now=now)
+                except cron.CronError as exc:
+                    invalid.append((index, "schedule", str(exc)))
+                    continue
                 jobs.append(job)
                 fires.append(fire)
+            if invalid:
+                raise InvalidItems(invalid)
             store().insert_new(jobs)
             transitions.create_many(runs=list(zip(jobs, fires, strict=True)), now=now)
             versions_record(jobs=jobs, actor=actor, now=now)

@@ -1,11 +1,17 @@
+import dataclasses
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Min, QuerySet
 
-from executions.models import Execution, ExecutionEvent
+from executions.models import Execution, ExecutionEvent, Origin
+from executions.states import ExecutionState
+from jobs import cron, misfire
 from jobs import registry as job_registry
+from jobs.models import Job, JobType
+from jobs.states import InvalidJobTransition, JobState
 from pools import registry
 
 
@@ -27,6 +33,63 @@ def execution_events(*, execution: Execution) -> QuerySet[ExecutionEvent]:
 
 def latest_executions(*, job_id, limit: int = 10) -> list[Execution]:
     return list(Execution.objects.filter(job_id=job_id).order_by("-scheduled_for", "-created_at")[:limit])
+
+
+@dataclass(frozen=True)
+class ResumePreview:
+    job: Job
+    policy: str
+    at: datetime
+    misfire_grace: timedelta
+    catch_up: misfire.CatchUp
+
+
+def job_resume_preview(*, job: Job, now: datetime, limit: int = 100) -> ResumePreview:
+    """What `job_resume` at `now` would lead the dispatcher to run and skip, changing nothing:
+    the job's due executions, its pending cron fire under the misfire policy (jobs/misfire.py, the
+    rules the dispatcher applies) and the fires missed since. A job that is not paused raises
+    InvalidJobTransition, as resume does.
+
+    It cannot foresee what is decided when the fires are claimed: a concurrencyPolicy FORBID or
+    REPLACE against runs active then, or a SKIP fire whose grace runs out before it is claimed."""
+    current = Job.objects.filter(pk=job.pk).values_list("state", flat=True).first() or job.state
+    if current != JobState.PAUSED:
+        raise InvalidJobTransition(job.pk, current, JobState.ACTIVE)
+    grace = timedelta(seconds=settings.TICKWORK_MISFIRE_GRACE_SECONDS)
+    pending = list(Execution.objects.filter(job_id=job.pk, state=ExecutionState.PENDING).order_by("scheduled_for"))
+    chained = [e for e in pending if job.type == JobType.CRON and e.origin == Origin.SCHEDULE and e.attempt == 1]
+    # Retries, triggered runs and one-offs' runs are outside the policies: each runs when due.
+    others = sorted(e.scheduled_for for e in pending if e not in chained and e.available_at <= now)
+    if chained:
+        seed = str(job.pk)
+        result = misfire.catch_up(
+            policy=job.misfire_policy,
+            pending=chained[-1].scheduled_for,
+            now=now,
+            grace=grace,
+            fires_between=lambda start, end, n: cron.fires_between(
+                job.schedule, job.timezone, start, end, limit=n, seed=seed
+            ),
+            next_fire=lambda after: cron.next_fire(job.schedule, job.timezone, after, seed=seed),
+            limit=limit,
+        )
+        # An older pending fire than the chain's (rare: a backfill paused midway) is claimed alone.
+        for e in chained[:-1]:
+            late = misfire.skips(policy=job.misfire_policy, scheduled_for=e.scheduled_for, now=now, grace=grace)
+            (result.skipped if late else others).append(e.scheduled_for)
+            if late:
+                result = dataclasses.replace(result, skip_count=result.skip_count + 1)
+    else:
+        ahead = (e.scheduled_for for e in pending if e.available_at > now)
+        result = misfire.CatchUp([], [], 0, 0, False, next(ahead, None))
+    runs = sorted([*others, *result.runs])
+    result = dataclasses.replace(
+        result,
+        runs=runs[:limit],
+        skipped=sorted(result.skipped)[:limit],
+        run_count=result.run_count + len(others),
+    )
+    return ResumePreview(job=job, policy=job.misfire_policy, at=now, misfire_grace=grace, catch_up=result)
 
 
 @dataclass(frozen=True)

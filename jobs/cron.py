@@ -9,7 +9,19 @@ Semantics (the contract other modules rely on):
   accepted. A whole day-of-month or day-of-week field of ``?`` means ``*``.
   Aliases: ``@hourly @daily @midnight @weekly @monthly @yearly @annually``.
   Rejected with :class:`CronError`: six/seven-field (seconds/year) expressions,
-  ``@reboot``, ``L``, ``W``, ``H`` (hashed) and ``R`` (random) values.
+  ``@reboot``, ``L``, ``W`` and ``R`` (random) values.
+* Spreading, as Jenkins' ``H``: a list item ``H`` is one value of its field
+  chosen by hashing a seed (a job's id), ``H(a-b)`` one value in ``a..b``,
+  ``H/n`` and ``H(a-b)/n`` every ``n`` from an offset chosen in ``[0, n)``. The
+  day-of-month's bare ``H`` and ``H/n`` keep within 1-28 (so it fires every
+  month) and the day-of-week's within 0-6, as Jenkins does; ``H/1`` is every
+  value (Jenkins reads it as ``H``). Unlike Jenkins, each item's value is drawn
+  independently (SHA-256 of seed, field and position), so one job's fields do
+  not depend on one another. :func:`resolve` turns such an expression into the
+  plain one it means for a seed; every other function takes ``seed=`` and
+  evaluates that plain expression, so the rules below apply to it unchanged.
+  Aliases keep their fixed meaning (``@hourly`` is ``0 * * * *``, not
+  Jenkins' ``H * * * *``).
 * Fields are evaluated in the job's IANA timezone; every returned time is an
   aware ``datetime`` in UTC (``tzinfo=datetime.timezone.utc``).
 * Day-of-month and day-of-week follow the cron man page: if either field
@@ -34,12 +46,14 @@ Semantics (the contract other modules rely on):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import itertools
 import re
 import zoneinfo
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
@@ -52,6 +66,7 @@ __all__ = [
     "fires_between",
     "next_fire",
     "parse_timezone",
+    "resolve",
     "validate",
 ]
 
@@ -98,11 +113,18 @@ _ALIASES: dict[str, str] = {
 _UNSUPPORTED: tuple[tuple[str, str], ...] = (
     ("l", "'L' (last)"),
     ("w", "'W' (nearest weekday)"),
-    ("h", "'H' (hashed)"),
     ("r", "'R' (random)"),
     ("?", "'?'"),
 )
 _ITEM_RE = re.compile(r"^(?P<base>[^/]*)(?:/(?P<step>.*))?$")
+# A hashed item, lower-cased: H, H(a-b), H/n, H(a-b)/n.
+_HASH_RE = re.compile(r"^h(?:\((?P<first>[^-()]*)-(?P<last>[^-()]*)\))?(?:/(?P<step>.*))?$")
+_HASH_TOKEN_RE = re.compile(r"(?<![a-z])h(?![a-z])")
+# The bare H's range where it differs from the field's: days 29-31 are missing from some months,
+# and Sunday is 0 as well as 7.
+_HASH_HIGH = {2: 28, 4: 6}
+# Each month's most days (February's in a leap year): what decides whether a day can match.
+_MONTH_DAYS = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
 _ATOM_RE = re.compile(r"^(?:[0-9]+|[a-z]+)$")
 _NUMBER_RE = re.compile(r"^[0-9]+$")
 
@@ -160,6 +182,11 @@ def _normalise_item(index: int, item: str) -> tuple[str, tuple[int, int] | None]
     field = _FIELDS[index]
     if not item:
         raise CronError(f"{field.name} field: empty list item")
+    if _HASH_TOKEN_RE.search(item):
+        raise CronError(
+            f"{field.name} field: {item!r} is not valid: 'H' (hashed) stands alone in a list item, "
+            "as H, H(a-b), H/n or H(a-b)/n"
+        )
     for token, what in _UNSUPPORTED:
         if re.search(rf"(?<![a-z]){re.escape(token)}(?![a-z])", item):
             raise CronError(f"{field.name} field: {what} is not supported")
@@ -227,16 +254,80 @@ def _expand_item(index: int, item: str) -> set[int]:
     return {int(v) % 7 if index == _DOW else int(v) for v in expanded}
 
 
-def _parse_field(index: int, text: str) -> tuple[frozenset[int], tuple[frozenset[int], ...]]:
+@dataclass(frozen=True)
+class _Hash:
+    """One hashed list item. Without a step it stands for one value of ``low..high``; with one,
+    for every ``step`` from ``low + offset`` to ``high``. Its choice (the value's or the offset's
+    index) comes from the seed, the field and its position in the field's list."""
+
+    field: int
+    position: int
+    low: int
+    high: int
+    step: int | None
+
+    @property
+    def choices(self) -> int:
+        return self.high - self.low + 1 if self.step is None else self.step
+
+    def values(self, choice: int) -> range:
+        first = self.low + choice
+        return range(first, first + 1) if self.step is None else range(first, self.high + 1, self.step)
+
+    def text(self, choice: int) -> str:
+        values = self.values(choice)
+        if len(values) == 1:
+            return str(values[0])
+        return f"{values[0]}-{self.high}/{self.step}"
+
+
+def _parse_hash(index: int, position: int, item: str) -> _Hash | None:
+    """The hashed item ``item`` (lower-cased) stands for, or None if it is not one."""
+    field = _FIELDS[index]
+    if not _HASH_TOKEN_RE.match(item) or item.startswith("h#"):
+        return None
+    match = _HASH_RE.match(item)
+    if match is None:
+        raise CronError(
+            f"{field.name} field: {item.upper()!r} is not a valid hashed value; use H, H(a-b), H/n or H(a-b)/n"
+        )
+    if match.group("first") is None:
+        low, high = field.low, _HASH_HIGH.get(index, field.high)
+    else:
+        low, high = _atom_value(field, match.group("first")), _atom_value(field, match.group("last"))
+        if low > high:
+            raise CronError(f"{field.name} field: {item.upper()!r}: the range must run from low to high")
+    step: int | None = None
+    if match.group("step") is not None:
+        step_text = match.group("step")
+        if not _NUMBER_RE.match(step_text) or int(step_text) == 0:
+            raise CronError(f"{field.name} field: step {step_text!r} is not a positive integer")
+        step = int(step_text)
+        if step > high - low + 1:
+            raise CronError(f"{field.name} field: {item.upper()!r}: step {step} is longer than the range {low}-{high}")
+    return _Hash(index, position, low, high, step)
+
+
+def _parse_field(index: int, text: str) -> tuple[frozenset[int], tuple[frozenset[int], ...], list[_Hash]]:
     values: set[int] = set()
     nth: list[set[int]] = [set() for _ in range(7)]
-    for item in text.split(","):
+    hashes: list[_Hash] = []
+    for position, item in enumerate(text.split(",")):
+        hashed = _parse_hash(index, position, item)
+        if hashed is not None:
+            hashes.append(hashed)
+            continue
         normalised, nth_item = _normalise_item(index, item)
         if nth_item is not None:
             nth[nth_item[0]].add(nth_item[1])
         else:
             values |= _expand_item(index, normalised)
-    return frozenset(values), tuple(frozenset(s) for s in nth)
+    return _interned(frozenset(values)), tuple(_interned(frozenset(s)) for s in nth), hashes
+
+
+# One instance of each distinct set: thousands of cached schedules that differ in a minute or
+# an hour share their other fields' sets, so the caches below can be large.
+_interned: Callable[[frozenset[int]], frozenset[int]] = functools.lru_cache(maxsize=4096)(lambda values: values)
 
 
 def _split_expression(expression: str) -> list[str]:
@@ -265,31 +356,140 @@ def _split_expression(expression: str) -> list[str]:
     return fields
 
 
-@functools.lru_cache(maxsize=1024)
-def _parse(expression: str) -> _Schedule:
+@dataclass(frozen=True)
+class _Template:
+    """A parsed expression before its hashed items are resolved: what its plain items give per
+    field, and its hashed items. ``plain`` is the schedule itself when there are none."""
+
+    expression: str
+    values: tuple[frozenset[int], ...]  # per field, from the plain items
+    nth_weekdays: tuple[frozenset[int], ...]
+    hashes: tuple[_Hash, ...]
+    dom_star: bool
+    dow_star: bool
+    elapsed: bool
+    plain: _Schedule | None
+
+
+def _build(template: _Template, choices: tuple[int, ...], expression: str) -> _Schedule:
+    """The schedule ``template`` is with each hashed item resolved to its choice. The sets of the
+    fields without one are the template's own: a resolution costs only its hashed fields."""
+    values = list(template.values)
+    for hashed, choice in zip(template.hashes, choices, strict=True):
+        modulus = 7 if hashed.field == _DOW else 100  # Sunday is 0 as well as 7
+        values[hashed.field] = values[hashed.field] | {v % modulus for v in hashed.values(choice)}
+    return _Schedule(
+        expression=expression,
+        minutes=tuple(sorted(values[_MINUTE])),
+        hours=tuple(sorted(values[_HOUR])),
+        days_of_month=values[_DOM],
+        months=values[_MONTH],
+        days_of_week=values[_DOW],
+        nth_weekdays=template.nth_weekdays,
+        dom_star=template.dom_star,
+        dow_star=template.dow_star,
+        elapsed=template.elapsed,
+    )
+
+
+def _hardest_choices(template: _Template) -> tuple[int, ...]:
+    """The resolution least likely to match a day: each hashed day-of-month at its latest
+    first day, each hashed month at its shortest. A day of month d exists in month m iff
+    d <= m's most days, so when this one fires, so does every other (when day-of-month and
+    day-of-week are both restricted, any weekday matches a day of every month anyway)."""
+    choices = []
+    for hashed in template.hashes:
+        if hashed.field == _DOM:
+            choices.append(hashed.choices - 1)
+        elif hashed.field == _MONTH:
+            lengths = [max(_MONTH_DAYS[m] for m in hashed.values(c)) for c in range(hashed.choices)]
+            choices.append(lengths.index(min(lengths)))
+        else:
+            choices.append(0)
+    return tuple(choices)
+
+
+# Large enough for every resolution of "H H * * *" (1,440) spelled out, as a caller of resolve()
+# would, with room to spare.
+@functools.lru_cache(maxsize=8192)
+def _template(expression: str) -> _Template:
     fields = _split_expression(expression)
     for index in (_DOM, _DOW):
         if fields[index] == "?":  # Quartz spelling of "no specific value"
             fields[index] = "*"
     parsed = [_parse_field(index, text) for index, text in enumerate(fields)]
-    schedule = _Schedule(
+    template = _Template(
         expression=expression,
-        minutes=tuple(sorted(parsed[_MINUTE][0])),
-        hours=tuple(sorted(parsed[_HOUR][0])),
-        days_of_month=parsed[_DOM][0],
-        months=parsed[_MONTH][0],
-        days_of_week=parsed[_DOW][0],
+        values=tuple(values for values, _, _ in parsed),
         nth_weekdays=parsed[_DOW][1],
+        hashes=tuple(hashed for _, _, hashes in parsed for hashed in hashes),
         dom_star=fields[_DOM].startswith("*"),
         dow_star=fields[_DOW].startswith("*"),
         elapsed=fields[_MINUTE].startswith("*") or fields[_HOUR].startswith("*"),
+        plain=None,
     )
-    if not _some_day_matches(schedule):
+    if not template.hashes:
+        schedule = _build(template, (), expression)
+        if not _some_day_matches(schedule):
+            raise CronError(
+                f"cron expression {expression!r} never fires: no calendar date matches its "
+                "day-of-month, month and day-of-week fields"
+            )
+        return dataclasses.replace(template, plain=schedule)
+    choices = _hardest_choices(template)
+    if not _some_day_matches(_build(template, choices, expression)):
         raise CronError(
-            f"cron expression {expression!r} never fires: no calendar date matches its "
-            "day-of-month, month and day-of-week fields"
+            f"cron expression {expression!r} never fires for some jobs (resolved as "
+            f"{_resolved_text(template, choices)!r}): no calendar date matches its day-of-month, month "
+            "and day-of-week fields; keep a hashed day of month within 1-28"
+        )
+    return template
+
+
+def _resolved_text(template: _Template, choices: tuple[int, ...]) -> str:
+    """The template's expression as written, with each hashed item spelled as its resolution."""
+    texts = {(h.field, h.position): h.text(choice) for h, choice in zip(template.hashes, choices, strict=True)}
+    fields = template.expression.split()
+    return " ".join(
+        ",".join(texts.get((index, position), item) for position, item in enumerate(field.split(",")))
+        for index, field in enumerate(fields)
+    )
+
+
+def _choice(seed: str, hashed: _Hash) -> int:
+    # SHA-256, not hash(): str hashes are salted per process, and a job's times must not move
+    # when a dispatcher restarts. 64 bits modulo at most 60 choices is uniform to 1e-17.
+    digest = hashlib.sha256(f"{seed}\x1f{hashed.field}\x1f{hashed.position}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % hashed.choices
+
+
+@functools.lru_cache(maxsize=8192)
+def _resolved(expression: str, choices: tuple[int, ...]) -> _Schedule:
+    template = _template(expression)
+    text = _resolved_text(template, choices)
+    schedule = _build(template, choices, text)
+    # _template refused what _hardest_choices shows can miss; this is the last word for the odd
+    # corner it does not cover (a day-of-month beginning with * and a restricted day-of-week).
+    if any(h.field in (_DOM, _MONTH, _DOW) for h in template.hashes) and not _some_day_matches(schedule):
+        raise CronError(
+            f"cron expression {expression!r} never fires when resolved as {text!r}: no calendar date "
+            "matches its day-of-month, month and day-of-week fields"
         )
     return schedule
+
+
+def _schedule_for(expression: str, seed: str | None) -> _Schedule:
+    template = _template(expression)
+    if template.plain is not None:
+        return template.plain
+    if seed is None:
+        raise CronError(
+            f"cron expression {expression!r} has hashed (H) values, which need a seed to resolve "
+            "(a job's schedule is resolved with its id)"
+        )
+    if not isinstance(seed, str) or not seed:
+        raise CronError(f"the seed must be a non-empty string, not {seed!r}")
+    return _resolved(expression, tuple(_choice(seed, hashed) for hashed in template.hashes))
 
 
 def _some_day_matches(schedule: _Schedule) -> bool:
@@ -463,24 +663,37 @@ def parse_timezone(name: str) -> zoneinfo.ZoneInfo:
 
 
 def validate(expression: str) -> None:
-    """Raise CronError naming the problem if ``expression`` is not a usable schedule."""
-    _parse(expression)
+    """Raise CronError naming the problem if ``expression`` is not a usable schedule. Hashed
+    items need no seed: their ranges are checked, and so is that every resolution can fire."""
+    _template(expression)
 
 
-def next_fire(expression: str, timezone: str, after: datetime) -> datetime:
-    """The first fire strictly after ``after``, as an aware UTC datetime."""
-    schedule, tz = _parse(expression), parse_timezone(timezone)
+def resolve(expression: str, seed: str) -> str:
+    """``expression`` with each hashed item (``H``, ``H(a-b)``, ``H/n``, ``H(a-b)/n``) replaced
+    by the plain values it stands for with ``seed`` (a job's id): a plain cron expression, the
+    same for the same seed in every process. An expression without one is returned unchanged."""
+    if _template(expression).plain is not None:
+        return expression
+    return _schedule_for(expression, seed).expression
+
+
+def next_fire(expression: str, timezone: str, after: datetime, *, seed: str | None = None) -> datetime:
+    """The first fire strictly after ``after``, as an aware UTC datetime. ``seed`` resolves
+    hashed items (see :func:`resolve`); an expression with one and no seed is a CronError."""
+    schedule, tz = _schedule_for(expression, seed), parse_timezone(timezone)
     after_utc = _aware_utc(after, "after")
     for fire in _iter_fires(schedule, tz, after_utc):
         return fire
     raise CronError(f"cron expression {expression!r} has no fire after {after_utc.isoformat()}")
 
 
-def fires_after(expression: str, timezone: str, after: datetime, count: int) -> list[datetime]:
+def fires_after(
+    expression: str, timezone: str, after: datetime, count: int, *, seed: str | None = None
+) -> list[datetime]:
     """The first ``count`` fires strictly after ``after``, in order, as aware UTC datetimes."""
     if count < 0:
         raise ValueError("count must not be negative")
-    schedule, tz = _parse(expression), parse_timezone(timezone)
+    schedule, tz = _schedule_for(expression, seed), parse_timezone(timezone)
     after_utc = _aware_utc(after, "after")
     if count == 0:
         return []
@@ -490,11 +703,13 @@ def fires_after(expression: str, timezone: str, after: datetime, count: int) -> 
     return fires
 
 
-def fires_between(expression: str, timezone: str, start: datetime, end: datetime, limit: int = 10000) -> list[datetime]:
+def fires_between(
+    expression: str, timezone: str, start: datetime, end: datetime, limit: int = 10000, *, seed: str | None = None
+) -> list[datetime]:
     """Fires in ``(start, end]`` in order, at most ``limit`` of them, as aware UTC datetimes."""
     if limit < 0:
         raise ValueError("limit must not be negative")
-    schedule, tz = _parse(expression), parse_timezone(timezone)
+    schedule, tz = _schedule_for(expression, seed), parse_timezone(timezone)
     start_utc, end_utc = _aware_utc(start, "start"), _aware_utc(end, "end")
     if end_utc <= start_utc:
         return []

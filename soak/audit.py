@@ -218,15 +218,17 @@ def audit_cron(
         say(f"{name} has no fire at all")
         return
     # The first fire is computed from the create's clock reading, a moment before created_at.
-    firsts = {cron.next_fire(schedule, timezone, when) for when in (created_at - ONE_SECOND, created_at)}
+    firsts = {
+        cron.next_fire(schedule, timezone, when, seed=str(job_id)) for when in (created_at - ONE_SECOND, created_at)
+    }
     first, last = min(times), max(times)
     if first not in firsts:
         say(f"{name}: its first fire is {first.isoformat()}, expected {min(firsts).isoformat()}")
-    expected = {first, *cron.fires_between(schedule, timezone, first, last)}
+    expected = {first, *cron.fires_between(schedule, timezone, first, last, seed=str(job_id))}
     # Everything due before the cancel was materialised: the fire after the last one is later.
-    ahead = cron.next_fire(schedule, timezone, last)
+    ahead = cron.next_fire(schedule, timezone, last, seed=str(job_id))
     if ahead <= cancelled_at:
-        expected |= {ahead, *cron.fires_between(schedule, timezone, ahead, cancelled_at)}
+        expected |= {ahead, *cron.fires_between(schedule, timezone, ahead, cancelled_at, seed=str(job_id))}
     missing = sorted(expected - set(times))
     figures.cron_skipped += len(missing)
     if missing:

@@ -30,7 +30,7 @@ ERRORS = {
 _STATEFUL_POSTS = ("/pause", "/resume", "/trigger", "/cancel", "/retry", "/restore")
 # Operations without a body that still validate one: a restore checks the version's definition
 # as a PUT of it would be checked.
-_VALIDATING_POSTS = ("/restore",)
+_VALIDATING_POSTS = ("/restore", "/resume")
 
 # A string that PostgreSQL can store (no NUL) and, after the whitespace trim DRF applies, is
 # not empty.
@@ -53,6 +53,7 @@ class AutoSchema(openapi.AutoSchema):
         authenticated = not any(isinstance(permission, AllowAny) for permission in self.view.get_permissions())
         listing = method == "GET" and isinstance(self.view, ListModelMixin)
         body = method in ("POST", "PUT", "PATCH") and self.get_request_serializer() is not None
+        # The preview's query, resume's dryRun and restore's version are checked by a serializer too.
         if listing or body or path == "/v1/schedule/preview" or path.endswith(_VALIDATING_POSTS):
             codes.append("400")
         if authenticated:

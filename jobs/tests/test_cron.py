@@ -407,7 +407,7 @@ def test_naive_datetime_is_rejected() -> None:
         ("0 0 * * 1#6", r"day-of-week field: .*must be 1-5"),
         ("0 0 L * *", r"day-of-month field: 'L' \(last\) is not supported"),
         ("0 0 15W * *", r"day-of-month field: 'W' .* not supported"),
-        ("H * * * *", r"minute field: 'H' \(hashed\) is not supported"),
+        ("0 0 * * H#2", r"day-of-week field: .*'H' \(hashed\) stands alone"),
         ("R * * * *", r"minute field: 'R' \(random\) is not supported"),
         ("* * * *", r"4 fields; expected 5"),
         ("* * * * * *", r"6 fields; expected 5 .*seconds"),

@@ -18,6 +18,7 @@ from jobs.payloads import StrictSerializer
 from web.api.execution_serializers import ExecutionSerializer
 
 MAX_DELAY_SEC = 10 * 365 * 86400
+HASH_SEED_BEFORE_CREATE = "00000000-0000-0000-0000-000000000000"
 # The field that says when each type of job fires.
 TIMING_FIELD_OF: dict[str, str] = {JobType.ONCE: "runAt", JobType.DELAYED: "delaySec", JobType.CRON: "schedule"}
 
@@ -87,8 +88,9 @@ class PoolNameField(serializers.CharField):
 
 def _cron_pattern() -> str:
     """A regular expression for the usual five-field cron syntax, for the schema: numbers in each
-    field's range, `*`, lists, ranges and steps, month and weekday names. The server reads a
-    little more (steps on ranges) and still refuses a schedule that never fires (`0 0 30 2 *`)."""
+    field's range, `*`, lists, ranges and steps, month and weekday names, and Jenkins' hashed
+    `H`, `H(a-b)`, `H/n`, `H(a-b)/n`. The server reads a little more (steps on ranges) and still
+    refuses a schedule that never fires (`0 0 30 2 *`)."""
     months = "JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC"
     days = "SUN|MON|TUE|WED|THU|FRI|SAT"
     numbers = [
@@ -101,7 +103,8 @@ def _cron_pattern() -> str:
     step = "/[1-9][0-9]?"
 
     def field(number: str) -> str:
-        item = f"\\*(?:{step})?|(?:{number})(?:{step}|-(?:{number}))?"
+        hashed = f"[Hh](?:\\((?:{number})-(?:{number})\\))?(?:{step})?"
+        item = f"\\*(?:{step})?|(?:{number})(?:{step}|-(?:{number}))?|{hashed}"
         return f"(?:{item})(?:,(?:{item}))*"
 
     return "^" + " ".join(field(number) for number in numbers) + "$"
@@ -110,9 +113,17 @@ def _cron_pattern() -> str:
 SCHEDULE_PATTERN = _cron_pattern()
 
 
-@extend_schema_field({"type": "string", "maxLength": 200, "pattern": SCHEDULE_PATTERN})
+@extend_schema_field(
+    {
+        "type": "string",
+        "maxLength": 200,
+        "pattern": SCHEDULE_PATTERN,
+        "description": "A five-field cron expression. `H` (Jenkins' hash: `H`, `H(a-b)`, `H/n`, `H(a-b)/n`) "
+        "stands for a value chosen from the job's id, the same for the job's life.",
+    }
+)
 class ScheduleField(serializers.CharField):
-    """A five-field cron expression."""
+    """A five-field cron expression; `H` values are resolved with the job's id."""
 
 
 @extend_schema_field({"type": "object", "additionalProperties": True})
@@ -225,8 +236,11 @@ class JobInputSerializer(StrictSerializer):
                 )
         if kind == JobType.CRON:
             timezone = attrs.get("timezone", job.timezone if job else "UTC")
+            # A new job's id, which resolves its H values, is not known yet: a stand-in checks
+            # the rest, and job_create's own check answers for the id it gets.
+            seed = str(job.pk) if job is not None else HASH_SEED_BEFORE_CREATE
             try:
-                cron.next_fire(merged["schedule"], timezone, django_timezone.now())
+                cron.next_fire(merged["schedule"], timezone, django_timezone.now(), seed=seed)
             except cron.CronError as exc:
                 raise serializers.ValidationError({"schedule": [str(exc)]}) from exc
         self._check_payload(attrs, job)
@@ -408,5 +422,10 @@ class FireTimeSerializer(serializers.Serializer):
 
 class SchedulePreviewSerializer(serializers.Serializer):
     schedule = serializers.CharField()
+    resolvedSchedule = serializers.CharField(
+        required=False,
+        help_text="Given with `seed`: the schedule as a plain cron expression, its `H` values resolved with "
+        "the seed (the same as `schedule` when it has none).",
+    )
     timezone = serializers.CharField()
     fireTimes = FireTimeSerializer(many=True)

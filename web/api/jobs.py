@@ -2,7 +2,7 @@ from typing import Any
 
 from django.http import Http404
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -12,6 +12,7 @@ from executions.clock import db_now
 from executions.models import Execution
 from executions.scheduling import (
     MAX_BULK_JOBS,
+    InvalidItems,
     bulk_item_key,
     job_cancel,
     job_create,
@@ -22,7 +23,7 @@ from executions.scheduling import (
     jobs_create_bulk,
     request_fingerprint,
 )
-from executions.selectors import execution_list
+from executions.selectors import execution_list, job_resume_preview
 from jobs import cron
 from jobs.models import Job
 from jobs.selectors import job_get, job_list
@@ -44,6 +45,7 @@ from web.api.job_serializers import (
     TimezoneField,
     bulk_items,
 )
+from web.api.resume_serializers import ResumePreviewSerializer, ResumeQuerySerializer
 from web.authentication import actor_of
 from web.json_input import field_errors
 from web.rest import BulkJSONParser, ExecutionPagination, representer
@@ -112,14 +114,17 @@ class JobListCreateApi(generics.ListAPIView):
         serializer = JobInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         tenant = _tenant_for_create(request, serializer.validated_data.get("tenant"))
-        result = job_create(
-            tenant=tenant,
-            fields=serializer.to_model_fields(),
-            now=db_now(),
-            idempotency_key=key,
-            fingerprint=request_fingerprint(request.data),
-            actor=actor_of(request),
-        )
+        try:
+            result = job_create(
+                tenant=tenant,
+                fields=serializer.to_model_fields(),
+                now=db_now(),
+                idempotency_key=key,
+                fingerprint=request_fingerprint(request.data),
+                actor=actor_of(request),
+            )
+        except cron.CronError as exc:  # an H schedule that, resolved with the new job's id, never fires
+            raise serializers.ValidationError({"schedule": [str(exc)]}) from exc
         return Response(
             JobOutputSerializer(result.job).data,
             status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
@@ -166,14 +171,18 @@ class JobBulkCreateApi(APIView):
             # A Response, not a ValidationError: that would make each `index` a string.
             return Response({"errors": errors}, status=status.HTTP_400_BAD_REQUEST)
         assert tenant is not None  # at least one item, and each one valid
-        result = jobs_create_bulk(
-            tenant=tenant,
-            items=fields,
-            now=db_now(),
-            idempotency_key=key,
-            fingerprint=request_fingerprint(request.data),
-            actor=actor_of(request),
-        )
+        try:
+            result = jobs_create_bulk(
+                tenant=tenant,
+                items=fields,
+                now=db_now(),
+                idempotency_key=key,
+                fingerprint=request_fingerprint(request.data),
+                actor=actor_of(request),
+            )
+        except InvalidItems as exc:
+            errors = [{"index": index, field: [message]} for index, field, message in exc.errors]
+            return Response({"errors": errors}, status=status.HTTP_400_BAD_REQUEST)
         represent = representer(JobOutputSerializer())
         return Response(
             {"jobs": [represent(job) for job in result.jobs]},
@@ -264,8 +273,23 @@ class JobPauseApi(APIView):
 
 
 class JobResumeApi(APIView):
-    @extend_schema(request=None, responses=JobOutputSerializer)
+    @extend_schema(
+        request=None,
+        parameters=[ResumeQuerySerializer],
+        responses=PolymorphicProxySerializer(
+            component_name="ResumeResult",
+            serializers=[JobOutputSerializer, ResumePreviewSerializer],
+            resource_type_field_name=None,
+        ),
+        description="Resume a paused job: the job, ACTIVE. With `dryRun=true` nothing changes and the answer is "
+        "what resume would run and skip under the job's misfirePolicy (ResumePreview).",
+    )
     def post(self, request, job_id):
+        query = ResumeQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        if query.validated_data["dryRun"]:
+            preview = job_resume_preview(job=_job_or_404(request, job_id), now=db_now())
+            return Response(ResumePreviewSerializer(preview).data)
         job = job_resume(job=_job_or_404(request, job_id), now=db_now())
         return Response(JobOutputSerializer(job).data)
 
@@ -293,6 +317,12 @@ class PreviewQuerySerializer(serializers.Serializer):
     timezone = TimezoneField(required=False, default="UTC", help_text="An IANA timezone.")
     count = serializers.IntegerField(min_value=1, max_value=100, required=False, default=5)
     after = AwareDateTimeField(required=False, help_text="ISO 8601 with an offset; default now.")
+    seed = serializers.CharField(
+        required=False,
+        max_length=100,
+        help_text="What resolves the schedule's hashed `H` values: a job's `jobId` previews that job's times. "
+        "Required when the schedule has `H` (400 naming `seed` without it); ignored when it has none.",
+    )
 
     def to_internal_value(self, data):
         # `count=` is a parameter given empty, not one left out: DRF would take its default, and
@@ -312,6 +342,14 @@ class PreviewQuerySerializer(serializers.Serializer):
             raise serializers.ValidationError(str(exc)) from exc
         return value
 
+    def validate(self, attrs):
+        # Without a seed there is no honest answer for an H schedule: each job has its own times.
+        if "seed" not in attrs and cron.resolve(attrs["schedule"], "-") != attrs["schedule"]:
+            raise serializers.ValidationError(
+                {"seed": ["is required for a schedule with hashed (H) values: give a jobId to see that job's times"]}
+            )
+        return attrs
+
 
 class SchedulePreviewApi(APIView):
     """The next fire times of a cron schedule, in UTC and in its timezone."""
@@ -324,19 +362,25 @@ class SchedulePreviewApi(APIView):
         query.is_valid(raise_exception=True)
         params = query.validated_data
         zone = cron.parse_timezone(params["timezone"])
+        seed = params.get("seed")
         try:
             fires = cron.fires_after(
-                params["schedule"], params["timezone"], params.get("after") or timezone.now(), params["count"]
+                params["schedule"],
+                params["timezone"],
+                params.get("after") or timezone.now(),
+                params["count"],
+                seed=seed,
             )
         except (ValueError, OverflowError) as exc:  # CronError, or a date past year 9999
             raise serializers.ValidationError({"schedule": [str(exc)]}) from exc
-        return Response(
-            {
-                "schedule": params["schedule"],
-                "timezone": params["timezone"],
-                "fireTimes": [
-                    {"utc": fire.strftime("%Y-%m-%dT%H:%M:%SZ"), "local": fire.astimezone(zone).isoformat()}
-                    for fire in fires
-                ],
-            }
-        )
+        body = {
+            "schedule": params["schedule"],
+            "timezone": params["timezone"],
+            "fireTimes": [
+                {"utc": fire.strftime("%Y-%m-%dT%H:%M:%SZ"), "local": fire.astimezone(zone).isoformat()}
+                for fire in fires
+            ],
+        }
+        if seed is not None:
+            body["resolvedSchedule"] = cron.resolve(params["schedule"], seed)
+        return Response(body)

@@ -478,3 +478,28 @@ def test_each_job_of_a_batch_has_its_version_1_made_by_the_caller(api):
     versions = JobVersion.objects.filter(job_id__in=ids)
     assert sorted(str(v.job_id) for v in versions) == sorted(ids)
     assert {v.number for v in versions} == {1} and all(v.actor.startswith("token ") for v in versions)
+
+
+def test_an_item_whose_schedule_never_fires_for_its_own_id_is_a_400_by_index_and_nothing_is_made(api, monkeypatch):
+    """Validation cannot resolve an H schedule before the job has its id; when the job's own
+    resolution never fires (jobs.cron raises), the batch answers 400 for that item's schedule and
+    creates nothing."""
+    from executions import scheduling
+    from jobs.cron import CronError
+
+    real, calls = scheduling.first_fire, []
+
+    def first_fire(*, job, now):
+        calls.append(job)
+        if len(calls) == 2:
+            raise CronError("the schedule never fires for this job's id")
+        return real(job=job, now=now)
+
+    monkeypatch.setattr(scheduling, "first_fire", first_fire)
+    before = counts()
+
+    response = bulk(api, numbered(3))
+
+    assert response.status_code == 400
+    assert response.json() == {"errors": [{"index": 1, "schedule": ["the schedule never fires for this job's id"]}]}
+    assert counts() == before

@@ -256,7 +256,7 @@ def test_schema_is_openapi_3_with_the_contract_paths(client):
     event = schema["components"]["schemas"]["ExecutionEvent"]["properties"]
     assert set(event) == {"time", "from", "to", "attempt", "worker", "message"}
     fire_times = schema["components"]["schemas"]["SchedulePreview"]["properties"]
-    assert set(fire_times) == {"schedule", "timezone", "fireTimes"}
+    assert set(fire_times) == {"schedule", "resolvedSchedule", "timezone", "fireTimes"}
 
 
 def test_schema_as_json(client):

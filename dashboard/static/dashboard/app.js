@@ -168,6 +168,9 @@
       if (!expr) { preview.innerHTML = '<span class="muted">Type a schedule to preview its next fires.</span>'; return; }
       var url = "/v1/schedule/preview?count=5&schedule=" + encodeURIComponent(expr) +
         "&timezone=" + encodeURIComponent((zone && zone.value.trim()) || "UTC");
+      // An existing job's H values are resolved with its id; a new job has none yet.
+      var seed = preview.getAttribute("data-seed");
+      if (seed) url += "&seed=" + encodeURIComponent(seed);
       fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
         .then(function (r) { return r.json().then(function (body) { return { ok: r.ok, body: body }; }); })
         .then(function (res) {
@@ -175,7 +178,9 @@
           if (!res.ok) {
             var err = document.createElement("span");
             err.className = "field-error";
-            err.textContent = JSON.stringify(res.body.schedule || res.body.timezone || res.body.detail || res.body);
+            err.textContent = res.body.seed && !res.body.schedule
+              ? "H values are chosen from the job's id: its times show once it is created."
+              : JSON.stringify(res.body.schedule || res.body.timezone || res.body.detail || res.body);
             preview.appendChild(err);
             return;
           }
