@@ -1,8 +1,8 @@
 """The cron stage: what a schedule's fire costs the dispatcher, against a one-off's and against
 django-celery-beat's.
 
-- A minute's fires: `schedules` jobs each firing once an hour at its own minute (`m * * * *`,
-  spread over the hour); the fires of one minute (about a sixtieth of them) are dispatched with
+- A minute's fires: `schedules` jobs `H * * * *`, each firing once an hour at a minute hashed
+  from its id (spread over the hour); the fires of one minute (about a sixtieth of them) are dispatched with
   `dispatcher.run_once` and the real CeleryPublisher, each making its job's next fire. Baseline:
   django-celery-beat's DatabaseScheduler with as many crontabs finding and sending the same
   minute's tasks (bench/beat.py, in a process of its own).
@@ -25,7 +25,9 @@ from pathlib import Path
 
 from bench.config import QUEUE, ROOT, log
 from bench.results import Figure, median
+from jobs import cron
 
+SPREAD = "H * * * *"  # once an hour, at a minute of the job's own
 SLOTS = 2_000  # the fleet that stands in: what a claim may admit at once is about twice this
 
 # Cron jobs and their first fires, in one statement: `schedules[i]` for the i-th job, first fire
@@ -71,13 +73,14 @@ class Cron:
         # In the past, as the herd's midnight: the worker that stands in is live at that `now`,
         # and the fill's future executions are not due.
         top = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=2)
-        log(f"cron: a minute's fires among {count:,} schedules m * * * *, against django-celery-beat")
+        log(f"cron: a minute's fires among {count:,} schedules H * * * *, against django-celery-beat")
         ours, theirs = [], []
         for r in range(self.cfg.rounds):
             tenant = self.db.tenant(f"bench-minute-{r}")
-            schedules = [f"{i % 60} * * * *" for i in range(count)]
-            fires = [top + timedelta(minutes=i % 60) for i in range(count)]
-            self.insert("CRON", [tenant] * count, schedules, fires)
+            # Each job's minute hashed from its id, as jobs.cron resolves it: spread over the hour.
+            ids = [uuid.uuid4() for _ in range(count)]
+            fires = [cron.next_fire(SPREAD, "UTC", top - timedelta(seconds=1), seed=str(i)) for i in ids]
+            self.insert("CRON", [tenant] * count, [SPREAD] * count, fires, ids=ids)
             self.db.vacuum()
             due = sum(1 for f in fires if f == top)
             seconds, claimed = self.dispatch(now=top + timedelta(seconds=1), expect=due)
@@ -154,14 +157,17 @@ class Cron:
 
     # -- helpers
 
-    def insert(self, kind: str, tenants: list[int], schedules: list[str], fires: list[datetime]) -> None:
+    def insert(
+        self, kind: str, tenants: list[int], schedules: list[str], fires: list[datetime], ids: list | None = None
+    ) -> None:
         now = datetime.now(UTC)
+        ids = ids or [uuid.uuid4() for _ in tenants]
         for start in range(0, len(tenants), 50_000):
             end = start + 50_000
             self.db.conn.execute(
                 _CRON_JOBS_SQL,
                 {
-                    "ids": [uuid.uuid4() for _ in tenants[start:end]],
+                    "ids": ids[start:end],
                     "tenants": tenants[start:end],
                     "schedules": schedules[start:end],
                     "fires": fires[start:end],
