@@ -56,6 +56,17 @@ class Processes:
                 proc.wait()
         self.procs.clear()
 
+    def stop(self, prefix: str) -> None:
+        """Stop the processes whose names start with `prefix` (SIGTERM, then SIGKILL)."""
+        for name, proc in [(n, p) for n, p in self.procs if n.startswith(prefix)]:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            self.procs.remove((name, proc))
+
     def check_alive(self) -> None:
         for name, proc in self.procs:
             if proc.poll() is not None:

@@ -14,6 +14,7 @@ from bench.cron import Cron
 from bench.database import Database
 from bench.fairness import Fairness
 from bench.processes import CpuMeter, Processes, wait_for
+from bench.procrastinate_baseline import Procrastinate
 from bench.results import Figure, median, percentile
 
 
@@ -301,15 +302,25 @@ class Bench:
         cfg = self.cfg
         self.warm_up()
         log(f"end to end: {cfg.rounds} round(s) of {cfg.e2e:,} noop jobs, prefork x {cfg.concurrency}")
-        ours, default_transport, same_transport = [], [], []
-        for r in range(cfg.rounds):
-            ours.append(self.tickwork_e2e_round(str(r), cfg.e2e))
-            default_transport.append(self.celery_e2e_round(cfg.e2e, DEFAULT_TRANSPORT_QUEUE))
-            same_transport.append(self.celery_e2e_round(cfg.e2e, BASELINE_QUEUE))
-            log(
-                f"  round {r + 1}: tickwork {ours[-1]:,.0f}/s, bare Celery {default_transport[-1]:,.0f}/s"
-                f" (kombu's default transport), {same_transport[-1]:,.0f}/s (no ack emulation, as Tickwork)"
-            )
+        procrastinate = Procrastinate(self)
+        procrastinate.start()
+        procrastinate.round(min(200, cfg.e2e))  # its warm-up
+        ours, default_transport, same_transport, theirs = [], [], [], []
+        try:
+            for r in range(cfg.rounds):
+                ours.append(self.tickwork_e2e_round(str(r), cfg.e2e))
+                default_transport.append(self.celery_e2e_round(cfg.e2e, DEFAULT_TRANSPORT_QUEUE))
+                same_transport.append(self.celery_e2e_round(cfg.e2e, BASELINE_QUEUE))
+                theirs.append(procrastinate.round(cfg.e2e))
+                log(
+                    f"  round {r + 1}: tickwork {ours[-1]:,.0f}/s, bare Celery {default_transport[-1]:,.0f}/s"
+                    f" (kombu's default transport), {same_transport[-1]:,.0f}/s (no ack emulation, as Tickwork);"
+                    f" Procrastinate {theirs[-1]:,.0f}/s"
+                )
+        finally:
+            self.procs.stop("bench-procrastinate")
+            procrastinate.drop()
+        self.add("end-to-end noop", "/s", ours, theirs, "Procrastinate's worker, no-op task", 1.4)
         self.add("end-to-end noop", "/s", ours, default_transport, "bare Celery noop, default transport", 0.6)
         # For reference, no target: bare Celery without ack emulation loses a crashed worker's
         # messages (at-most-once), which Tickwork can afford only because its rows are the truth.

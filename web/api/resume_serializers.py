@@ -5,8 +5,18 @@ from rest_framework import serializers
 from executions.selectors import ResumePreview
 
 
+class _QueryBoolean(serializers.BooleanField):
+    """A boolean in a query string: absent is the default, but present and empty (`?dryRun=`) is
+    no boolean (DRF, reading form input, takes it as absent and would resume for real)."""
+
+    def get_value(self, dictionary):
+        if self.field_name in dictionary and dictionary[self.field_name] == "":
+            return ""
+        return super().get_value(dictionary)
+
+
 class ResumeQuerySerializer(serializers.Serializer):
-    dryRun = serializers.BooleanField(
+    dryRun = _QueryBoolean(
         required=False,
         default=False,
         help_text="true: change nothing and answer what resume would run and skip under the job's "
