@@ -53,7 +53,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, time, timedelta
 
-from jobs.cron_parse import CronError, _first_of_next_month, _Schedule, _schedule_for, _template
+from jobs.cron_parse import CronError, Schedule, first_of_next_month, schedule_for, template_of
 
 __all__ = [
     "SEARCH_YEARS",
@@ -107,7 +107,7 @@ def _gap_end(tz: zoneinfo.ZoneInfo, wall: datetime, low: datetime, high: datetim
     return high
 
 
-def _regular_day_fires(schedule: _Schedule, day: date, offset: timedelta, after: datetime) -> Iterator[datetime]:
+def _regular_day_fires(schedule: Schedule, day: date, offset: timedelta, after: datetime) -> Iterator[datetime]:
     # With one offset all day, wall time order is instant order, so bisect to
     # the first wall time after `after` instead of converting every slot.
     threshold = after.replace(tzinfo=None) + offset
@@ -129,7 +129,7 @@ def _regular_day_fires(schedule: _Schedule, day: date, offset: timedelta, after:
             yield hour_start + timedelta(minutes=minute)
 
 
-def _transition_day_fires(schedule: _Schedule, tz: zoneinfo.ZoneInfo, day: date, after: datetime) -> list[datetime]:
+def _transition_day_fires(schedule: Schedule, tz: zoneinfo.ZoneInfo, day: date, after: datetime) -> list[datetime]:
     fires: set[datetime] = set()
     for hour, minute in itertools.product(schedule.hours, schedule.minutes):
         wall = datetime.combine(day, time(hour, minute))
@@ -147,7 +147,7 @@ def _transition_day_fires(schedule: _Schedule, tz: zoneinfo.ZoneInfo, day: date,
 
 
 def _iter_fires(
-    schedule: _Schedule, tz: zoneinfo.ZoneInfo, after: datetime, until: datetime | None = None
+    schedule: Schedule, tz: zoneinfo.ZoneInfo, after: datetime, until: datetime | None = None
 ) -> Iterator[datetime]:
     """Fires strictly after ``after`` in order; stops after ``until`` if given.
 
@@ -169,7 +169,7 @@ def _iter_fires(
                     f"(no fire within {SEARCH_YEARS} years)"
                 )
             if day.month not in schedule.months:
-                day = _first_of_next_month(day)
+                day = first_of_next_month(day)
                 continue
             if schedule.matches_day(day):
                 offset = _uniform_offset(tz, day)
@@ -223,22 +223,22 @@ def parse_timezone(name: str) -> zoneinfo.ZoneInfo:
 def validate(expression: str) -> None:
     """Raise CronError naming the problem if ``expression`` is not a usable schedule. Hashed
     items need no seed: their ranges are checked, and so is that every resolution can fire."""
-    _template(expression)
+    template_of(expression)
 
 
 def resolve(expression: str, seed: str) -> str:
     """``expression`` with each hashed item (``H``, ``H(a-b)``, ``H/n``, ``H(a-b)/n``) replaced
     by the plain values it stands for with ``seed`` (a job's id): a plain cron expression, the
     same for the same seed in every process. An expression without one is returned unchanged."""
-    if _template(expression).plain is not None:
+    if template_of(expression).plain is not None:
         return expression
-    return _schedule_for(expression, seed).expression
+    return schedule_for(expression, seed).expression
 
 
 def next_fire(expression: str, timezone: str, after: datetime, *, seed: str | None = None) -> datetime:
     """The first fire strictly after ``after``, as an aware UTC datetime. ``seed`` resolves
     hashed items (see :func:`resolve`); an expression with one and no seed is a CronError."""
-    schedule, tz = _schedule_for(expression, seed), parse_timezone(timezone)
+    schedule, tz = schedule_for(expression, seed), parse_timezone(timezone)
     after_utc = _aware_utc(after, "after")
     for fire in _iter_fires(schedule, tz, after_utc):
         return fire
@@ -251,7 +251,7 @@ def fires_after(
     """The first ``count`` fires strictly after ``after``, in order, as aware UTC datetimes."""
     if count < 0:
         raise ValueError("count must not be negative")
-    schedule, tz = _schedule_for(expression, seed), parse_timezone(timezone)
+    schedule, tz = schedule_for(expression, seed), parse_timezone(timezone)
     after_utc = _aware_utc(after, "after")
     if count == 0:
         return []
@@ -267,7 +267,7 @@ def fires_between(
     """Fires in ``(start, end]`` in order, at most ``limit`` of them, as aware UTC datetimes."""
     if limit < 0:
         raise ValueError("limit must not be negative")
-    schedule, tz = _schedule_for(expression, seed), parse_timezone(timezone)
+    schedule, tz = schedule_for(expression, seed), parse_timezone(timezone)
     start_utc, end_utc = _aware_utc(start, "start"), _aware_utc(end, "end")
     if end_utc <= start_utc:
         return []

@@ -69,7 +69,7 @@ _NUMBER_RE = re.compile(r"^[0-9]+$")
 
 
 @dataclass(frozen=True)
-class _Schedule:
+class Schedule:
     expression: str
     minutes: tuple[int, ...]
     hours: tuple[int, ...]
@@ -307,17 +307,17 @@ class _Template:
     dom_star: bool
     dow_star: bool
     elapsed: bool
-    plain: _Schedule | None
+    plain: Schedule | None
 
 
-def _build(template: _Template, choices: tuple[int, ...], expression: str) -> _Schedule:
+def _build(template: _Template, choices: tuple[int, ...], expression: str) -> Schedule:
     """The schedule ``template`` is with each hashed item resolved to its choice. The sets of the
     fields without one are the template's own: a resolution costs only its hashed fields."""
     values = list(template.values)
     for hashed, choice in zip(template.hashes, choices, strict=True):
         modulus = 7 if hashed.field == _DOW else 100  # Sunday is 0 as well as 7
         values[hashed.field] = values[hashed.field] | {v % modulus for v in hashed.values(choice)}
-    return _Schedule(
+    return Schedule(
         expression=expression,
         minutes=tuple(sorted(values[_MINUTE])),
         hours=tuple(sorted(values[_HOUR])),
@@ -351,7 +351,7 @@ def _hardest_choices(template: _Template) -> tuple[int, ...]:
 # Large enough for every resolution of "H H * * *" (1,440) spelled out, as a caller of resolve()
 # would, with room to spare.
 @functools.lru_cache(maxsize=8192)
-def _template(expression: str) -> _Template:
+def template_of(expression: str) -> _Template:
     fields = _split_expression(expression)
     for index in (_DOM, _DOW):
         if fields[index] == "?":  # Quartz spelling of "no specific value"
@@ -403,11 +403,11 @@ def _choice(seed: str, hashed: _Hash) -> int:
 
 
 @functools.lru_cache(maxsize=8192)
-def _resolved(expression: str, choices: tuple[int, ...]) -> _Schedule:
-    template = _template(expression)
+def _resolved(expression: str, choices: tuple[int, ...]) -> Schedule:
+    template = template_of(expression)
     text = _resolved_text(template, choices)
     schedule = _build(template, choices, text)
-    # _template refused what _hardest_choices shows can miss; this is the last word for the odd
+    # template_of refused what _hardest_choices shows can miss; this is the last word for the odd
     # corner it does not cover (a day-of-month beginning with * and a restricted day-of-week).
     if any(h.field in (_DOM, _MONTH, _DOW) for h in template.hashes) and not _some_day_matches(schedule):
         raise CronError(
@@ -417,8 +417,8 @@ def _resolved(expression: str, choices: tuple[int, ...]) -> _Schedule:
     return schedule
 
 
-def _schedule_for(expression: str, seed: str | None) -> _Schedule:
-    template = _template(expression)
+def schedule_for(expression: str, seed: str | None) -> Schedule:
+    template = template_of(expression)
     if template.plain is not None:
         return template.plain
     if seed is None:
@@ -431,13 +431,13 @@ def _schedule_for(expression: str, seed: str | None) -> _Schedule:
     return _resolved(expression, tuple(_choice(seed, hashed) for hashed in template.hashes))
 
 
-def _some_day_matches(schedule: _Schedule) -> bool:
+def _some_day_matches(schedule: Schedule) -> bool:
     # Between 1901 and 2099 the calendar repeats every 28 years and every year
     # type occurs in any 28-year span, so scanning one span decides it.
     day, end = date(2000, 1, 1), date(2028, 1, 1)
     while day < end:
         if day.month not in schedule.months:
-            day = _first_of_next_month(day)
+            day = first_of_next_month(day)
         elif schedule.matches_day(day):
             return True
         else:
@@ -445,7 +445,7 @@ def _some_day_matches(schedule: _Schedule) -> bool:
     return False
 
 
-def _first_of_next_month(day: date) -> date:
+def first_of_next_month(day: date) -> date:
     if day.month == 12:
         if day.year == date.max.year:
             raise CronError("no fire before the end of the calendar (year 9999)")

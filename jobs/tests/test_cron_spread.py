@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs import cron
+from jobs import cron, cron_parse
 from jobs.cron import CronError
 
 BERLIN = "Europe/Berlin"
@@ -39,7 +39,7 @@ def field_values(resolved: str, index: int) -> set[int]:
     """The values one field of a plain expression stands for, as the engine reads them."""
     columns = ["*"] * 5
     columns[index] = resolved.split()[index]
-    schedule = cron._template(" ".join(columns)).plain
+    schedule = cron_parse.template_of(" ".join(columns)).plain
     assert schedule is not None
     sets = [set(schedule.minutes), set(schedule.hours), schedule.days_of_month, schedule.months]
     return set(sets[index]) if index < 4 else set(schedule.days_of_week)
