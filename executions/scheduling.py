@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
 
 from executions import transitions
 from executions.models import Execution, Origin
@@ -327,3 +328,20 @@ def job_trigger(*, job: Job, now: datetime) -> Execution:
 
 def _state_of(job: Job) -> str:
     return Job.objects.filter(pk=job.pk).values_list("state", flat=True).first() or job.state
+
+
+def jobs_prune(*, before: datetime, limit: int) -> int:
+    """Delete up to `limit` jobs that ended (COMPLETED or CANCELLED) before `before` and have no
+    execution left, oldest first, with their versions. The sweeper prunes finished executions
+    after the retention, then this: at a constant daily volume of one-off jobs the jobs table
+    holds steady too, instead of growing by the day's volume for ever. Reads the partial index
+    of ended jobs (job_ended), so the look costs what it finds, not the table's size."""
+    ids = list(
+        Job.objects.filter(state__in=JOB_TERMINAL, updated_at__lt=before)
+        .exclude(Exists(Execution.objects.filter(job_id=OuterRef("pk"))))
+        .order_by("updated_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    if ids:
+        Job.objects.filter(pk__in=ids).delete()
+    return len(ids)

@@ -100,6 +100,8 @@ class Job(models.Model):
         indexes = [
             models.Index(fields=["tenant", "-created_at"], name="job_tenant_created"),
             models.Index(fields=["tenant", "state"], name="job_tenant_state"),
+            # The sweeper's look for ended jobs to prune (executions.scheduling.jobs_prune).
+            models.Index(fields=["updated_at"], condition=Q(state__in=["COMPLETED", "CANCELLED"]), name="job_ended"),
         ]
 
     def __str__(self) -> str:

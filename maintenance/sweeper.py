@@ -17,6 +17,7 @@ from background.loop import StopFlag, run_forever
 from background.publisher import Dispatch, Publisher
 from executions import transitions
 from executions.clock import db_now
+from executions.scheduling import jobs_prune
 from executions.services import execution_settle_failure
 from executions.states import ExecutionState
 from pools import registry
@@ -54,6 +55,7 @@ class SweepResult:
     force_cancelled: int = 0
     republished: int = 0
     pruned: int = 0
+    jobs_pruned: int = 0
     workers_forgotten: int = 0
 
     def total(self) -> int:
@@ -108,6 +110,7 @@ def run_once(*, now: datetime, publisher: Publisher, config: SweeperSettings | N
         force_cancelled=force_cancel(now=now, limit=limit, cancel_grace=config.cancel_grace),
         republished=republish(now=now, limit=limit, publisher=publisher, publish_grace=config.publish_grace),
         pruned=transitions.prune_many(before=now - config.retention, limit=limit),
+        jobs_pruned=jobs_prune(before=now - config.retention, limit=limit),
         workers_forgotten=registry.prune(now=now, older_than=WORKER_RETENTION),
     )
     if result.total():

@@ -161,6 +161,29 @@ def test_finished_executions_are_pruned_after_the_retention_period(settings, ten
     assert Execution.objects.filter(pk=pending.pk).exists()
 
 
+def test_an_ended_job_goes_once_its_executions_are_pruned_and_a_live_one_stays(settings, tenant, make_job, now):
+    """A one-off job that COMPLETED is deleted (with its versions) once its last execution is
+    pruned, so the jobs table holds steady at a constant daily volume; a job with an execution
+    left, and a cron job still ACTIVE, stay."""
+    from jobs.models import Job, JobVersion
+
+    settings.TICKWORK_RETENTION_DAYS = 30
+    done, execution = _running(make_job, tenant, now)
+    succeed(execution.pk, now=now)
+    Job.objects.filter(pk=done.pk).update(updated_at=now)  # it ended then
+    assert Job.objects.get(pk=done.pk).state == "COMPLETED"
+    waiting = make_job(tenant, run_at=now + timedelta(days=60))
+    cron = make_job(tenant, type="CRON", schedule="0 0 1 1 *")
+
+    assert sweep(now + timedelta(days=29))[0].jobs_pruned == 0
+    first, _ = sweep(now + timedelta(days=31))  # the execution goes, then the job left with none
+
+    assert first.pruned == 1 and first.jobs_pruned == 1
+    assert not Job.objects.filter(pk=done.pk).exists()
+    assert not JobVersion.objects.filter(job_id=done.pk).exists()
+    assert set(Job.objects.values_list("pk", flat=True)) == {waiting.pk, cron.pk}
+
+
 def test_nothing_to_do_is_a_zero_result(tenant, make_job):
     """An idle sweep returns zero counts (and so logs nothing)."""
     make_job(tenant, run_at=timezone.now() + timedelta(hours=1))
