@@ -20,7 +20,7 @@ DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/postgres"  # any data
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/6"
 
 
-STAGES = ("statements", "dispatch", "cron", "http", "e2e", "lag", "fairness")
+STAGES = ("statements", "dispatch", "cron", "http", "e2e", "lag", "fairness", "retention")
 
 
 def log(message: str) -> None:
@@ -53,6 +53,7 @@ class Config:
     noisy_backlog: int
     cron_schedules: int
     cron_herd: int
+    retention_volume: int
 
 
 def parse_args(argv: list[str]) -> Config:
@@ -69,6 +70,7 @@ def parse_args(argv: list[str]) -> Config:
     parser.add_argument("--herd-tenants", type=int, help="tenants they belong to (default 500)")
     parser.add_argument("--schedules", type=int, help="cron schedules for a minute's fires (default 10,000)")
     parser.add_argument("--cron-herd", type=int, help="jobs 0 0 * * * in the large cron herd (default 100,000)")
+    parser.add_argument("--retention-volume", type=int, help="finished jobs a simulated day (default 200,000)")
     parser.add_argument("--batch", type=int, help="dispatch batch (default: TICKWORK_DISPATCH_BATCH)")
     parser.add_argument("--statement-runs", type=int, help="runs per statement and database (400; claim: a tenth)")
     parser.add_argument("--db-name", default="tickwork_bench", help="database to create; must start tickwork_bench")
@@ -107,6 +109,7 @@ def parse_args(argv: list[str]) -> Config:
         noisy_backlog=5_000 if quick else 20_000,
         cron_schedules=args.schedules or 10_000,
         cron_herd=args.cron_herd or (20_000 if quick else 100_000),
+        retention_volume=args.retention_volume or (20_000 if quick else 200_000),
     )
 
 

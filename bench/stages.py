@@ -16,6 +16,7 @@ from bench.fairness import Fairness
 from bench.processes import CpuMeter, Processes, wait_for
 from bench.procrastinate_baseline import Procrastinate
 from bench.results import Figure, median, percentile
+from bench.retention import Retention
 
 
 def capture(call: Callable[[], object]) -> list[tuple[str, list]]:
@@ -108,6 +109,8 @@ class Bench:
                 self.lag()
             if "fairness" in cfg.stages:
                 Fairness(self).run()
+        if "retention" in cfg.stages:
+            Retention(self).run()  # last: it leaves the retention window's rows behind
 
     def fill(self) -> None:
         """The full database: `pending` future executions and one round's due set. The small one:
