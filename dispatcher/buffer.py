@@ -12,12 +12,17 @@ dispatcher's next claim. So each pool may have, beyond its slots:
   claim and now has less queued than it has slots (the workers took nearly all there was: a
   slot that frees now may idle; busy slots do not tell, as a run whose outcome is being
   recorded is still RUNNING), and shrinks by a quarter, down to the two floors above, when more
-  than half of it is still queued at the next look.
+  than half of it is still queued at the next look;
+- never more than HORIZON seconds of work at the workers' reported rate (but the floors), so a
+  newcomer waits behind at most about that much whatever the runs' length.
 """
 
 import math
 
 from executions.admission import Load
+
+# Seconds of the workers' work (at their reported rate) that may wait on the broker at most.
+HORIZON = 0.5
 
 
 class BrokerBuffer:
@@ -36,7 +41,12 @@ class BrokerBuffer:
             size = max(size * 2, 1)
         elif load.queued > size / 2:
             size *= 0.75
-        size = min(max(size, floor), max(floor, self.most))
+        ceiling = max(floor, self.most)
+        if load.rate > 0:
+            # Never more than HORIZON seconds of the workers' work: for long runs the doubling
+            # would pile up seconds of it ahead of a newcomer (0.5 s runs on two slots: 2 s).
+            ceiling = min(ceiling, max(floor, math.ceil(load.rate * HORIZON)))
+        size = min(max(size, floor), ceiling)
         self.sizes[pool] = size
         return load.slots + math.ceil(size)
 

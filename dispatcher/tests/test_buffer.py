@@ -1,9 +1,11 @@
 """How much waits on the broker beyond a pool's slots (dispatcher/buffer.py), as pure logic."""
 
+import math
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dispatcher.buffer import BrokerBuffer
+from dispatcher.buffer import HORIZON, BrokerBuffer
 from executions.admission import Load
 
 
@@ -51,3 +53,13 @@ def test_a_pool_keeps_what_its_workers_take_in_the_window_at_their_reported_rate
     buffer = BrokerBuffer(headroom=2.0, most=1000, window=0.1)
     load = Load(workers=1, slots=2, busy=2, queued=0, running=2, rate=300.0)
     assert buffer.limit("p", load) == 2 + 30
+
+
+def test_long_runs_never_pile_more_than_the_horizon_of_work_ahead_of_a_newcomer():
+    """0.5 s runs on two slots (4 a second): however often the pool runs dry, what waits on the
+    broker stays within HORIZON seconds of their work (2 messages), not the doubling's 34."""
+    buffer = BrokerBuffer(headroom=2.0, most=1000, window=0.1)
+    for _ in range(10):
+        limit = buffer.limit("p", Load(workers=1, slots=2, busy=2, queued=0, running=2, rate=4.0))
+        buffer.claimed({"p"})
+    assert limit == 2 + max(2, math.ceil(4.0 * HORIZON))
