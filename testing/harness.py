@@ -188,7 +188,10 @@ class Live:
         def ready() -> bool:
             if not proc.alive():
                 raise AssertionError(f"{proc.name} exited with {proc.popen.returncode}:\n{proc.tail()}")
-            return " ready." in proc.log() and len(proc.children()) >= concurrency
+            # Registered too: until its registry row is written, no work is admitted for its slots
+            # (a claim right after " ready." could find no live worker and take nothing).
+            log = proc.log()
+            return " ready." in log and "registered for pools" in log and len(proc.children()) >= concurrency
 
         wait_for(ready, timeout=timeout, interval=0.1, what=f"{proc.name} to be ready")
 
