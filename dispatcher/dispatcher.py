@@ -21,7 +21,7 @@ from background.loop import StopFlag, run_forever
 from background.publisher import Dispatch, Publisher
 from dispatcher.buffer import BrokerBuffer
 from dispatcher.wakeup import DueClock
-from executions import transitions
+from executions import runs, transitions
 from executions.clock import db_now
 from executions.models import Execution, Origin
 from executions.services import execution_cancel
@@ -102,12 +102,14 @@ def run_once(
         )
         buffer.claimed(admission.held_back)
         result.claimed, result.held_back = len(claimed), admission.held_back
-        scheduled = [m for m in claimed if m.origin == Origin.SCHEDULE]
+        # A workflow's steps: their runs are admitted as wholes (executions/runs.py).
+        skipped, result.materialised = runs.admit(claimed=claimed, now=now, misfire_grace=config.misfire_grace)
+        scheduled = [m for m in claimed if m.origin == Origin.SCHEDULE and m.run_id is None]
         jobs = {job.pk: job for job in Job.objects.filter(pk__in=cron_job_ids).only(*_CRON_FIELDS)}
         fires = [m for m in scheduled if m.job_id in jobs]
-        skipped = _apply_policies(fires, jobs, now, config.misfire_grace) if jobs else set()
+        skipped |= _apply_policies(fires, jobs, now, config.misfire_grace) if fires else set()
         result.skipped = len(skipped)
-        result.materialised = _materialise_next(fires, jobs, now)
+        result.materialised += _materialise_next(fires, jobs, now)
         dispatches = [
             Dispatch(execution_id=str(m.id), lease_token=m.lease_token, pool=m.pool, priority=m.priority)
             for m in claimed

@@ -12,8 +12,8 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 
-from executions import transitions
-from executions.models import Execution, Origin
+from executions import runs, transitions
+from executions.models import Execution, Origin, Run
 from executions.services import execution_cancel
 from executions.states import ExecutionState
 from executions.store import store
@@ -50,10 +50,13 @@ def request_fingerprint(data: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def first_fire(*, job: Job, now: datetime) -> datetime:
-    """When a job's schedule first fires (a DELAYED job's run_at is set from its delay first).
-    The API has refused a job without one: a one-off with no time, a schedule that never fires.
-    A schedule's hashed (H) values are resolved with the job's id, so they hold for its life."""
+def first_fire(*, job: Job, now: datetime) -> datetime | None:
+    """When a job's schedule first fires (a DELAYED job's run_at is set from its delay first);
+    None for an EVENT job, which no time fires. The API has refused a job without one: a one-off
+    with no time, a schedule that never fires. A schedule's hashed (H) values are resolved with
+    the job's id, so they hold for its life."""
+    if job.type == JobType.EVENT:
+        return None
     fire: datetime | None = job.run_at
     if job.type == JobType.CRON:
         fire = cron.next_fire(job.schedule, job.timezone, now, seed=str(job.pk))
@@ -69,8 +72,9 @@ def _delayed_run_at(job: Job, now: datetime) -> datetime:
 
 
 def execution_create(*, job: Job, scheduled_for: datetime, now: datetime, origin: str = Origin.SCHEDULE) -> Execution:
-    """A PENDING execution of `job` due at `scheduled_for`, with its first event."""
-    return transitions.create(job=job, scheduled_for=scheduled_for, now=now, origin=origin)
+    """A run of `job` due at `scheduled_for` (executions/runs.py): its execution, or for a
+    workflow job its first step's. Each with its first event."""
+    return runs.fire(job=job, scheduled_for=scheduled_for, now=now, origin=origin).executions[0]
 
 
 @dataclass
@@ -117,7 +121,8 @@ def job_create(
                 job.run_at = _delayed_run_at(job, now)
             job.next_fire_at = first_fire(job=job, now=now)
             job.save()
-            execution_create(job=job, scheduled_for=job.next_fire_at, now=now)
+            if job.next_fire_at is not None:
+                execution_create(job=job, scheduled_for=job.next_fire_at, now=now)
             versions_record(jobs=[job], actor=actor, now=now)
     except IntegrityError:
         if not idempotency_key:
@@ -216,7 +221,11 @@ def jobs_create_bulk(
             if invalid:
                 raise InvalidItems(invalid)
             store().insert_new(jobs)
-            transitions.create_many(runs=list(zip(jobs, fires, strict=True)), now=now)
+            plain = [(job, fire) for job, fire in zip(jobs, fires, strict=True) if fire and not job.workflow]
+            transitions.create_many(runs=plain, now=now)
+            for job, fire in zip(jobs, fires, strict=True):
+                if fire and job.workflow:  # a run of steps each: rarer than plain jobs, made one by one
+                    runs.fire(job=job, scheduled_for=fire, now=now)
             versions_record(jobs=jobs, actor=actor, now=now)
     except IntegrityError:
         if not keys:
@@ -267,22 +276,43 @@ def job_update(*, job: Job, fields: dict[str, Any], now: datetime, actor: str = 
     for name, value in fields.items():
         setattr(job, name, value)
     pending = Execution.objects.filter(job=job, state=ExecutionState.PENDING)
+    waiting = _waiting_run(job)
     if _TIMING_FIELDS & fields.keys():
         if job.type == JobType.DELAYED and "delay_sec" in fields:
             job.run_at = _delayed_run_at(job, now)
         fire = first_fire(job=job, now=now)
         job.next_fire_at = fire
-        moved = pending.filter(origin=Origin.SCHEDULE, attempt=1).update(
+        moved = pending.filter(origin=Origin.SCHEDULE, attempt=1, run__isnull=True).update(
             scheduled_for=fire, available_at=fire, updated_at=now
         )
-        if moved:
-            store().notify_due(fire)
+        if waiting is not None and fire is not None:
+            waiting.executions.update(scheduled_for=fire, available_at=fire, updated_at=now)
+            Run.objects.filter(pk=waiting.pk).update(scheduled_for=fire)
+        if moved or waiting is not None:
+            store().notify_due(fire or now)
+    if "workflow" in fields and waiting is not None:
+        # The scheduled run that has not begun takes the new steps: it is made again, at its time.
+        scheduled_for = Run.objects.get(pk=waiting.pk).scheduled_for
+        waiting.delete()
+        runs.fire(job=job, scheduled_for=scheduled_for, now=now)
     job.save()
     # Under the row lock taken above: concurrent updates of the job number their versions in turn.
     versions_record(jobs=[job], actor=actor, now=now)
     if {"pool", "priority"} & fields.keys():
         pending.update(pool=job.pool, priority=job.priority, updated_at=now)
     return job
+
+
+def _waiting_run(job: Job) -> Run | None:
+    """The workflow job's scheduled run that has not begun: not admitted by a dispatcher, and
+    none of its steps past PENDING or BLOCKED at its first attempt. None for a plain job."""
+    if not job.workflow:
+        return None
+    for run in Run.objects.filter(job=job, origin=Origin.SCHEDULE, admitted=False):
+        started = run.executions.exclude(state__in=[ExecutionState.PENDING, ExecutionState.BLOCKED], attempt=1)
+        if not started.exists():
+            return run
+    return None
 
 
 def job_pause(*, job: Job, now: datetime) -> Job:
@@ -307,7 +337,14 @@ def job_cancel(*, job: Job, now: datetime) -> Job:
     (pending or queued). Runs already started finish (cancel them one by one to stop them)."""
     if not job_transitions.job_cancel(job_id=job.pk, now=now):
         raise InvalidJobTransition(job.pk, _state_of(job), JobState.CANCELLED)
-    for execution in Execution.objects.filter(job_id=job.pk, state__in=[ExecutionState.PENDING, ExecutionState.QUEUED]):
+    unstarted_states = [ExecutionState.PENDING, ExecutionState.QUEUED]
+    unstarted = Execution.objects.filter(job_id=job.pk, state__in=unstarted_states)
+    waiting = Execution.objects.filter(job_id=job.pk, state__in=[ExecutionState.BLOCKED, *unstarted_states])
+    for run_id in set(waiting.filter(run__isnull=False).values_list("run_id", flat=True)):
+        # A run's steps together, BLOCKED ones too; not one by one, which would cancel the steps
+        # below the first as its downstream steps.
+        runs.cancel_run(run_id=run_id, now=now, reason="job cancelled", running=False)
+    for execution in unstarted.filter(run__isnull=True):
         execution_cancel(execution=execution, now=now, reason="job cancelled")
     return Job.objects.get(pk=job.pk)
 

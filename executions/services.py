@@ -6,11 +6,12 @@ from datetime import datetime
 
 from django.db import transaction
 
-from executions import transitions
+from executions import steps, transitions
 from executions.models import Execution
 from executions.retry import Backoff, RetryPolicy, next_attempt_at
 from executions.states import REDRIVABLE, RETRYABLE, ExecutionState, InvalidTransition
 from jobs import transitions as job_transitions
+from jobs import workflow
 from jobs.models import Job
 from jobs.states import JobState
 
@@ -47,7 +48,8 @@ def execution_cancel(*, execution: Execution, now: datetime, reason: str = "canc
 @transaction.atomic
 def execution_redrive(*, execution: Execution, now: datetime, reason: str = "re-driven") -> Execution:
     """Run a DEAD, FAILED or CANCELLED execution again, now, as its next attempt; its completed
-    job becomes active again."""
+    job becomes active again. A workflow step's downstream steps that were cancelled (it failed,
+    or its run was cancelled) are BLOCKED again, to run after it."""
     job = Job.objects.select_for_update().get(pk=execution.job_id)
     if job.state == JobState.CANCELLED:
         raise InvalidTransition(f"{execution.state} (job cancelled)", S.PENDING)
@@ -58,6 +60,9 @@ def execution_redrive(*, execution: Execution, now: datetime, reason: str = "re-
         raise InvalidTransition(current or "missing", S.PENDING)
     if job.state == JobState.COMPLETED and not job_transitions.job_reopen(job_id=job.pk, now=now):
         raise InvalidTransition(f"{current} (job {job.state.lower()})", S.PENDING)
+    if execution.run_id is not None:
+        # A step's downstream steps, cancelled because it failed, wait for it again.
+        steps.reopen_downstream(run_id=execution.run_id, step=execution.step, now=now)
     return Execution.objects.get(pk=execution.pk)
 
 
@@ -69,16 +74,26 @@ def execution_settle_failure(
     the state it reached, or None if it was not (any more) in `failed_state`. Call inside the
     transaction that recorded the failure, so no failure is left unresolved."""
     assert failed_state in RETRYABLE
-    row = Execution.objects.select_related("job").filter(pk=execution_id, state=failed_state).first()
+    row = Execution.objects.select_related("job", "run").filter(pk=execution_id, state=failed_state).first()
     if row is None:
         return None
-    when = next_attempt_at(retry_policy_of(row.job), row.attempt, now, rng)
+    policy = retry_policy_of(row.job)
+    if row.run is not None:  # a workflow step: its own policy, as its run keeps it
+        given = workflow.step_of(row.run.steps, row.step)["retryPolicy"]
+        policy = RetryPolicy(
+            max_attempts=given["maxAttempts"],
+            backoff=Backoff(given["backoff"]),
+            initial_delay_ms=given["initialDelayMs"],
+            max_delay_ms=given["maxDelayMs"],
+            jitter=given["jitter"],
+        )
+    when = next_attempt_at(policy, row.attempt, now, rng)
     if when is None:
-        message = _exhausted_message(row.attempt, row.job.max_attempts)
+        message = _exhausted_message(row.attempt, policy.max_attempts)
         if transitions.discard(execution_id=execution_id, source=failed_state, now=now, message=message):
             return S.DEAD
         return None
-    message = f"retry {row.attempt + 1} of {row.job.max_attempts} at {when.isoformat()}"
+    message = f"retry {row.attempt + 1} of {policy.max_attempts} at {when.isoformat()}"
     if transitions.retry(execution_id=execution_id, source=failed_state, now=now, available_at=when, message=message):
         return S.PENDING
     return None

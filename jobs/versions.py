@@ -30,6 +30,7 @@ _TIMING: dict[str, tuple[str, ...]] = {
     JobType.ONCE: ("runAt",),
     JobType.DELAYED: ("delaySec",),
     JobType.CRON: ("schedule", "timezone"),
+    JobType.EVENT: (),
 }
 
 
@@ -47,12 +48,19 @@ def definition_of(job: Job) -> dict[str, Any]:
         "schedule": job.schedule,
         "timezone": job.timezone,
     }
+    # A workflow job's steps carry its targets and payloads; an EVENT job's event is its timing.
+    what: dict[str, Any] = (
+        {"workflow": job.workflow} if job.workflow else {"target": {"pool": job.pool, "handler": job.handler}}
+    )
+    if not job.workflow:
+        what["payload"] = job.payload
+    if job.type == JobType.EVENT:
+        what.update(on=job.event_name, filter=job.event_filter)
     return {
         "name": job.name,
         "type": job.type,
         **{name: timing[name] for name in _TIMING[job.type]},
-        "target": {"pool": job.pool, "handler": job.handler},
-        "payload": job.payload,
+        **what,
         "retryPolicy": {
             "maxAttempts": job.max_attempts,
             "backoff": job.backoff,

@@ -15,7 +15,7 @@ from django.db import close_old_connections, transaction
 
 from background.loop import StopFlag, run_forever
 from background.publisher import Dispatch, Publisher
-from executions import transitions
+from executions import runs, transitions
 from executions.clock import db_now
 from executions.scheduling import jobs_prune
 from executions.services import execution_settle_failure
@@ -56,6 +56,7 @@ class SweepResult:
     republished: int = 0
     pruned: int = 0
     jobs_pruned: int = 0
+    runs_pruned: int = 0
     workers_forgotten: int = 0
 
     def total(self) -> int:
@@ -110,6 +111,7 @@ def run_once(*, now: datetime, publisher: Publisher, config: SweeperSettings | N
         force_cancelled=force_cancel(now=now, limit=limit, cancel_grace=config.cancel_grace),
         republished=republish(now=now, limit=limit, publisher=publisher, publish_grace=config.publish_grace),
         pruned=transitions.prune_many(before=now - config.retention, limit=limit),
+        runs_pruned=runs.runs_prune(before=now - config.retention, limit=limit),
         jobs_pruned=jobs_prune(before=now - config.retention, limit=limit),
         workers_forgotten=registry.prune(now=now, older_than=WORKER_RETENTION),
     )

@@ -19,6 +19,7 @@ from web.api.jobs import (
     SchedulePreviewApi,
 )
 from web.api.pools import PoolListApi
+from web.api.runs import JobRunsApi, RunCancelApi, RunDetailApi
 
 api = [
     path("", ApiIndexApi.as_view(), name="api-index"),
@@ -29,12 +30,15 @@ api = [
     path("jobs/<str:job_id>/resume", JobResumeApi.as_view(), name="job-resume"),
     path("jobs/<str:job_id>/trigger", JobTriggerApi.as_view(), name="job-trigger"),
     path("jobs/<str:job_id>/executions", JobExecutionsApi.as_view(), name="job-executions"),
+    path("jobs/<str:job_id>/runs", JobRunsApi.as_view(), name="job-runs"),
     path("jobs/<str:job_id>/versions", JobVersionListApi.as_view(), name="job-versions"),
     path("jobs/<str:job_id>/versions/<str:number>/restore", JobVersionRestoreApi.as_view(), name="job-version-restore"),
     path("executions", ExecutionListApi.as_view(), name="execution-list"),
     path("executions/<str:execution_id>", ExecutionDetailApi.as_view(), name="execution-detail"),
     path("executions/<str:execution_id>/cancel", ExecutionCancelApi.as_view(), name="execution-cancel"),
     path("executions/<str:execution_id>/retry", ExecutionRetryApi.as_view(), name="execution-retry"),
+    path("runs/<str:run_id>", RunDetailApi.as_view(), name="run-detail"),
+    path("runs/<str:run_id>/cancel", RunCancelApi.as_view(), name="run-cancel"),
     path("pools", PoolListApi.as_view(), name="pool-list"),
     path("schedule/preview", SchedulePreviewApi.as_view(), name="schedule-preview"),
     path("health", HealthApi.as_view(), name="health"),

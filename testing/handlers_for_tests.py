@@ -56,3 +56,9 @@ def hold_outcomes(ctx: HandlerContext):
 def nul_result(ctx: HandlerContext):
     """Returns a result with a NUL, which PostgreSQL cannot store as it is."""
     return {"note": "\x00"}
+
+
+@register("test-upstream")
+def upstream(ctx: HandlerContext):
+    """A workflow step that returns its name, what its upstream steps returned and its payload."""
+    return {"step": ctx.step, "upstream": ctx.upstream, "payload": ctx.payload}

@@ -113,7 +113,7 @@ class TimezoneFieldExtension(OpenApiSerializerFieldExtension):
     target_class = "web.api.job_serializers.TimezoneField"
 
     def map_serializer_field(self, auto_schema, direction):
-        from web.api.job_serializers import known_timezones
+        from web.api.job_fields import known_timezones
 
         schema: dict[str, Any] = {"type": "string", "description": "An IANA timezone name."}
         if direction == "request":

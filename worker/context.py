@@ -1,6 +1,7 @@
 """What a handler receives: who it is running as, its payload, and ways to cooperate."""
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,27 @@ class HandlerContext:
     stop_event: threading.Event = field(default_factory=threading.Event)
     reason: str = ""
     _checkpoint_store: Any = None
+    # A workflow step: its run and name. Its upstream steps' results and the event that started
+    # it are read when first asked for, so a handler that does not ask pays nothing.
+    run_id: str | None = None
+    step: str = ""
+    _upstream: Callable[[], dict[str, Any]] | None = None
+    _event: Callable[[], dict[str, Any] | None] | None = None
+    _read: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def upstream(self) -> dict[str, Any]:
+        """A workflow step's upstream steps' results, by step name ({} for a plain job)."""
+        if "upstream" not in self._read:
+            self._read["upstream"] = self._upstream() if self._upstream else {}
+        return self._read["upstream"]
+
+    @property
+    def event(self) -> dict[str, Any] | None:
+        """The event that started this run ({"id", "name", "payload", "receivedAt"}), or None."""
+        if "event" not in self._read:
+            self._read["event"] = self._event() if self._event else None
+        return self._read["event"]
 
     @property
     def idempotency_key(self) -> str:

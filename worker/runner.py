@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection, transaction
 
 from background.process_thread import ProcessThread
-from executions import transitions
+from executions import runs, transitions
 from executions.clock import db_now
 from executions.models import Execution
 from executions.services import execution_settle_failure
@@ -387,21 +387,28 @@ def run(*, execution_id: str, lease_token: int, defer_success: bool = False) -> 
             "dropping delivery of %s (lease %s): not the current lease or not queued", execution_id, lease_token
         )
         return None
-    spec = registry.get(row.handler)
+    handler, payload = row.handler, row.payload
+    if row.run_id is not None:  # a workflow step: its own target and payload, as its run keeps them
+        step = runs.step_spec(run_id=row.run_id, name=row.step)
+        handler, payload = step["target"]["handler"], step.get("payload") or {}
+    spec = registry.get(handler)
     ctx = HandlerContext(
         execution_id=str(row.id),
         job_id=str(row.job_id),
         attempt=row.attempt,
-        payload=row.payload,
+        payload=payload,
         tenant_slug=row.tenant_slug,
         signing_secret=row.signing_secret,
         _checkpoint_store=CheckpointStore(str(row.id), lease_token),
+        run_id=str(row.run_id) if row.run_id else None,
+        step=row.step,
+        _upstream=functools.partial(runs.upstream_results, run_id=row.run_id, step=row.step) if row.run_id else None,
     )
     heartbeats = Heartbeats.of_process()
     beat = heartbeats.add(ctx, lease_token, lease=lease, grace=settings.TICKWORK_CANCEL_GRACE_SECONDS)
     try:
         if spec is None:
-            raise LookupError(f"handler '{row.handler}' is not registered in this worker")
+            raise LookupError(f"handler '{handler}' is not registered in this worker")
         defer = defer_success and not spec.atomic and store().batches_outcomes
         return _run_handler(ctx, spec, lease_token, defer=defer)
     except ExecutionStopped:
@@ -475,7 +482,7 @@ def _run_handler(ctx: HandlerContext, spec: registry.HandlerSpec, lease_token: i
     json.dumps(result)
     finished = db_now()  # when it returned, not when the recorder gets to it
     if defer:
-        OutcomeRecorder.of_process().submit(Success(ctx.execution_id, lease_token, result, finished))
+        OutcomeRecorder.of_process().submit(Success(ctx.execution_id, lease_token, result, finished, bool(ctx.run_id)))
     elif not _record_success(ctx.execution_id, lease_token, result, finished):
         raise _Fenced()
     return S.SUCCEEDED

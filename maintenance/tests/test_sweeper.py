@@ -184,6 +184,26 @@ def test_an_ended_job_goes_once_its_executions_are_pruned_and_a_live_one_stays(s
     assert set(Job.objects.values_list("pk", flat=True)) == {waiting.pk, cron.pk}
 
 
+def test_a_cron_workflows_finished_runs_go_with_their_executions_and_its_live_run_stays(
+    settings, tenant, make_job, now
+):
+    """A workflow run whose steps were all pruned is deleted too; the run still to come stays."""
+    from executions import runs
+    from executions.models import Run
+
+    settings.TICKWORK_RETENTION_DAYS = 30
+    steps = [{"name": "only", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": []}]
+    job = make_job(tenant, type="CRON", schedule="0 0 1 1 *", workflow={"steps": steps}, pool="", handler="")
+    coming = Run.objects.get(job=job)
+    old = runs.fire(job=job, scheduled_for=now, now=now, origin="TRIGGER")
+    runs.cancel_run(run_id=old.run_id, now=now, reason="test")
+
+    result, _ = sweep(now + timedelta(days=31))
+
+    assert result.pruned == 1 and result.runs_pruned == 1
+    assert list(Run.objects.values_list("pk", flat=True)) == [coming.pk]
+
+
 def test_nothing_to_do_is_a_zero_result(tenant, make_job):
     """An idle sweep returns zero counts (and so logs nothing)."""
     make_job(tenant, run_at=timezone.now() + timedelta(hours=1))

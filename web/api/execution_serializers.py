@@ -52,6 +52,12 @@ class ExecutionSerializer(serializers.ModelSerializer):
     cancelRequestedAt = serializers.DateTimeField(source="cancel_requested_at", allow_null=True)
     leaseExpiresAt = serializers.DateTimeField(source="lease_expires_at", allow_null=True)
     workerId = serializers.CharField(source="worker_id")
+    runId = serializers.CharField(
+        source="run_id",
+        allow_null=True,
+        help_text="A workflow step's run (GET /v1/runs/{runId}); null for a plain job.",
+    )
+    step = _BlankAsNullCharField(allow_null=True, help_text="A workflow step's name; null for a plain job.")
     pendingReason = serializers.SerializerMethodField()
     pendingDetail = serializers.SerializerMethodField()
 
@@ -73,6 +79,8 @@ class ExecutionSerializer(serializers.ModelSerializer):
             "cancelRequestedAt",
             "leaseExpiresAt",
             "workerId",
+            "runId",
+            "step",
             "result",
             "error",
             "pendingReason",

@@ -1,170 +1,36 @@
 """The job's public shape (camelCase, as the API contract writes it) and its validation."""
 
-import functools
-import json
-import zoneinfo
-from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone as django_timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from executions.scheduling import MAX_BULK_JOBS
 from jobs import cron, registry
-from jobs.models import Backoff, ConcurrencyPolicy, Job, JobType, MisfirePolicy, Priority
+from jobs.models import ConcurrencyPolicy, Job, JobType, MisfirePolicy, Priority
 from jobs.payloads import StrictSerializer
 from web.api.execution_serializers import ExecutionSerializer
+from web.api.job_fields import (
+    AwareDateTimeField,
+    ChoiceField,
+    PayloadField,
+    RetryPolicySerializer,
+    ScheduleField,
+    TargetSerializer,
+    TimezoneField,
+)
+from web.api.workflow_serializers import EVENT_NAME_PATTERN, EventFilterField, WorkflowSerializer, payload_size_error
 
 MAX_DELAY_SEC = 10 * 365 * 86400
 HASH_SEED_BEFORE_CREATE = "00000000-0000-0000-0000-000000000000"
-# The field that says when each type of job fires.
-TIMING_FIELD_OF: dict[str, str] = {JobType.ONCE: "runAt", JobType.DELAYED: "delaySec", JobType.CRON: "schedule"}
-
-
-class ChoiceField(serializers.ChoiceField):
-    """A choice whose error lists the valid ones, so a caller need not look them up."""
-
-    def __init__(self, choices, **kwargs) -> None:
-        super().__init__(choices, **kwargs)
-        valid = ", ".join(str(choice) for choice in self.choices)
-        self.error_messages["invalid_choice"] = f'"{{input}}" is not a valid choice; valid: {valid}'
-
-
-class AwareDateTimeField(serializers.DateTimeField):
-    """ISO 8601 with an explicit offset: a bare local time is ambiguous, so it is refused."""
-
-    def to_internal_value(self, value):
-        if isinstance(value, str):
-            try:
-                parsed = datetime.fromisoformat(value)
-            except ValueError:
-                self.fail("invalid", format="ISO 8601 with an offset, e.g. 2027-03-14T09:00:00Z")
-            if parsed.tzinfo is None:
-                raise serializers.ValidationError("must include a UTC offset, e.g. 2027-03-14T09:00:00Z")
-        return super().to_internal_value(value)
-
-
-@functools.cache
-def known_timezones() -> frozenset[str]:
-    """The IANA names this machine's zoneinfo lists (read once: it walks the tz database)."""
-    return frozenset(zoneinfo.available_timezones())
-
-
-class TimezoneField(serializers.CharField):
-    """An IANA timezone name that this machine's zoneinfo lists (the schema's enum of them)."""
-
-    def __init__(self, **kwargs) -> None:
-        kwargs.setdefault("max_length", 64)
-        super().__init__(**kwargs)
-
-    def to_internal_value(self, data) -> str:
-        value = super().to_internal_value(data)
-        try:
-            cron.parse_timezone(value)
-        except cron.CronError as exc:
-            raise serializers.ValidationError(str(exc)) from exc
-        if value not in known_timezones():
-            raise serializers.ValidationError(f"unknown timezone {value!r}")
-        return value
-
-
-class HandlerNameField(serializers.CharField):
-    """A registered handler's name (checked with the pool by TargetSerializer)."""
-
-    def __init__(self, **kwargs) -> None:
-        kwargs.setdefault("max_length", 100)
-        super().__init__(**kwargs)
-
-
-class PoolNameField(serializers.CharField):
-    """A known pool's name (checked with the handler by TargetSerializer)."""
-
-    def __init__(self, **kwargs) -> None:
-        kwargs.setdefault("max_length", 64)
-        super().__init__(**kwargs)
-
-
-def _cron_pattern() -> str:
-    """A regular expression for the usual five-field cron syntax, for the schema: numbers in each
-    field's range, `*`, lists, ranges and steps, month and weekday names, and Jenkins' hashed
-    `H`, `H(a-b)`, `H/n`, `H(a-b)/n`. The server reads a little more (steps on ranges) and still
-    refuses a schedule that never fires (`0 0 30 2 *`)."""
-    months = "JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC"
-    days = "SUN|MON|TUE|WED|THU|FRI|SAT"
-    numbers = [
-        "[0-5]?[0-9]",
-        "[01]?[0-9]|2[0-3]",
-        "0?[1-9]|[12][0-9]|3[01]",
-        f"0?[1-9]|1[0-2]|{months}|{months.lower()}",
-        f"[0-7]|{days}|{days.lower()}",
-    ]
-    step = "/[1-9][0-9]?"
-
-    def field(number: str) -> str:
-        hashed = f"[Hh](?:\\((?:{number})-(?:{number})\\))?(?:{step})?"
-        item = f"\\*(?:{step})?|(?:{number})(?:{step}|-(?:{number}))?|{hashed}"
-        return f"(?:{item})(?:,(?:{item}))*"
-
-    return "^" + " ".join(field(number) for number in numbers) + "$"
-
-
-SCHEDULE_PATTERN = _cron_pattern()
-
-
-@extend_schema_field(
-    {
-        "type": "string",
-        "maxLength": 200,
-        "pattern": SCHEDULE_PATTERN,
-        "description": "A five-field cron expression. `H` (Jenkins' hash: `H`, `H(a-b)`, `H/n`, `H(a-b)/n`) "
-        "stands for a value chosen from the job's id, the same for the job's life.",
-    }
-)
-class ScheduleField(serializers.CharField):
-    """A five-field cron expression; `H` values are resolved with the job's id."""
-
-
-@extend_schema_field({"type": "object", "additionalProperties": True})
-class PayloadField(serializers.JSONField):
-    """A JSON object: the handler's input."""
-
-
-class TargetSerializer(StrictSerializer):
-    handler = HandlerNameField()
-    pool = PoolNameField(required=False)
-
-    def validate(self, attrs):
-        # An update may name only one of the two; the other comes from the job.
-        job: Job | None = self.root.instance
-        name = attrs.get("handler") or (job.handler if job else "")
-        spec = registry.get(name)
-        if spec is None:
-            raise serializers.ValidationError(
-                {"handler": [f"unknown handler '{name}'; known: {', '.join(registry.handler_names())}"]}
-            )
-        pool = attrs.get("pool") or (job.pool if job is not None and job.handler == spec.name else spec.pool)
-        if pool not in registry.pools():
-            raise serializers.ValidationError(
-                {"pool": [f"unknown pool '{pool}'; known: {', '.join(registry.pools())}"]}
-            )
-        return {"handler": spec.name, "pool": pool}
-
-
-class RetryPolicySerializer(StrictSerializer):
-    maxAttempts = serializers.IntegerField(min_value=1, max_value=100, required=False, default=3)
-    backoff = ChoiceField(choices=Backoff.values, required=False, default=Backoff.EXPONENTIAL)
-    initialDelayMs = serializers.IntegerField(min_value=0, max_value=86_400_000, required=False, default=1000)
-    maxDelayMs = serializers.IntegerField(min_value=0, max_value=7 * 86_400_000, required=False, default=60_000)
-    jitter = serializers.BooleanField(required=False, default=True)
-
-    def validate(self, attrs):
-        # An update may give part of the policy: JobInputSerializer.validate merges it with the
-        # job's and checks the bounds of the whole.
-        if "maxDelayMs" in attrs and "initialDelayMs" in attrs and attrs["maxDelayMs"] < attrs["initialDelayMs"]:
-            raise serializers.ValidationError({"maxDelayMs": ["must be at least initialDelayMs"]})
-        return attrs
+# The field that says when each type of job fires (what an EVENT job fires on).
+TIMING_FIELD_OF: dict[str, str] = {
+    JobType.ONCE: "runAt",
+    JobType.DELAYED: "delaySec",
+    JobType.CRON: "schedule",
+    JobType.EVENT: "on",
+}
 
 
 class JobInputSerializer(StrictSerializer):
@@ -176,7 +42,14 @@ class JobInputSerializer(StrictSerializer):
     delaySec = serializers.IntegerField(min_value=0, max_value=MAX_DELAY_SEC, required=False, allow_null=True)
     schedule = ScheduleField(max_length=200, required=False)
     timezone = TimezoneField(required=False)
-    target = TargetSerializer()
+    target = TargetSerializer(required=False, help_text="What runs: required unless `workflow` is given.")
+    workflow = WorkflowSerializer(
+        required=False, help_text="Steps to run on each fire instead of one `target`; each has its own target."
+    )
+    on = serializers.RegexField(
+        EVENT_NAME_PATTERN, max_length=200, required=False, help_text="EVENT jobs: the event's name it runs for."
+    )
+    filter = EventFilterField(required=False, allow_null=True)
     payload = PayloadField(required=False)
     retryPolicy = RetryPolicySerializer(required=False)
     timeoutSec = serializers.IntegerField(min_value=1, max_value=7 * 86400, required=False)
@@ -188,10 +61,8 @@ class JobInputSerializer(StrictSerializer):
     def validate_payload(self, value: Any) -> Any:
         if not isinstance(value, dict):
             raise serializers.ValidationError("must be a JSON object")
-        size = len(json.dumps(value, separators=(",", ":")).encode())
-        limit = settings.TICKWORK_MAX_PAYLOAD_BYTES
-        if size > limit:
-            raise serializers.ValidationError(f"is {size} bytes; the limit is {limit}")
+        if error := payload_size_error(value):
+            raise serializers.ValidationError(error)
         return value
 
     def validate_schedule(self, value: str) -> str:
@@ -212,13 +83,17 @@ class JobInputSerializer(StrictSerializer):
             "runAt": attrs.get("runAt", job.run_at if job else None),
             "delaySec": attrs.get("delaySec", job.delay_sec if job else None),
             "schedule": attrs.get("schedule", job.schedule if job else ""),
+            "on": attrs.get("on", job.event_name if job else ""),
         }
         required = TIMING_FIELD_OF[kind]
         if merged[required] in (None, ""):
             raise serializers.ValidationError({required: [f"is required for type {kind}"]})
-        for name in ("runAt", "delaySec", "schedule"):
+        for name in ("runAt", "delaySec", "schedule", "on"):
             if name != required and attrs.get(name) not in (None, ""):
                 raise serializers.ValidationError({name: [f"is not allowed for type {kind}"]})
+        if attrs.get("filter") and kind != JobType.EVENT:
+            raise serializers.ValidationError({"filter": [f"is only used by EVENT jobs, not {kind}"]})
+        self._check_target_or_workflow(attrs, job)
         if "timezone" in attrs and kind != JobType.CRON and attrs["timezone"] != "UTC":
             raise serializers.ValidationError({"timezone": [f"is only used by CRON jobs, not {kind}"]})
         if "retryPolicy" in attrs and job is not None:
@@ -245,6 +120,21 @@ class JobInputSerializer(StrictSerializer):
                 raise serializers.ValidationError({"schedule": [str(exc)]}) from exc
         self._check_payload(attrs, job)
         return attrs
+
+    @staticmethod
+    def _check_target_or_workflow(attrs, job: Job | None) -> None:
+        """A job runs one target or a workflow of steps, never both; an update keeps its kind."""
+        if "target" in attrs and "workflow" in attrs:
+            raise serializers.ValidationError({"workflow": ["give a target or a workflow, not both"]})
+        if job is None:
+            if "target" not in attrs and "workflow" not in attrs:
+                raise serializers.ValidationError({"target": ["is required (or give a workflow of steps)"]})
+        elif job.workflow and "target" in attrs:
+            raise serializers.ValidationError({"target": ["a workflow job's steps name their targets"]})
+        elif not job.workflow and "workflow" in attrs:
+            raise serializers.ValidationError({"workflow": ["a job with a target cannot become a workflow"]})
+        if "payload" in attrs and ("workflow" in attrs or (job is not None and job.workflow)):
+            raise serializers.ValidationError({"payload": ["a workflow job's steps carry their payloads"]})
 
     def _check_payload(self, attrs, job: Job | None) -> None:
         """The payload must fit its handler's declared shape: checked when either changes."""
@@ -290,6 +180,12 @@ class JobInputSerializer(StrictSerializer):
         if "target" in data:
             fields["pool"] = data["target"]["pool"]
             fields["handler"] = data["target"]["handler"]
+        if "workflow" in data:
+            fields.update(workflow=WorkflowSerializer.stored(data["workflow"]), pool="", handler="")
+        if "on" in data:
+            fields["event_name"] = data["on"]
+        if "filter" in data:
+            fields["event_filter"] = data["filter"] or None
         if "retryPolicy" in data:
             policy = data["retryPolicy"]
             fields.update(
@@ -322,6 +218,11 @@ class RetryPolicyOutputSerializer(serializers.Serializer):
     jitter = serializers.BooleanField()
 
 
+class _BlankAsNull(serializers.CharField):
+    def to_representation(self, value):
+        return super().to_representation(value) or None
+
+
 class JobOutputSerializer(serializers.Serializer):
     jobId = serializers.CharField(source="id")
     tenant = serializers.CharField(source="tenant.slug")
@@ -331,7 +232,10 @@ class JobOutputSerializer(serializers.Serializer):
     delaySec = serializers.IntegerField(source="delay_sec", allow_null=True)
     schedule = serializers.CharField()
     timezone = serializers.CharField()
-    target = TargetOutputSerializer(source="*")
+    target = serializers.SerializerMethodField()
+    workflow = serializers.JSONField(allow_null=True, help_text="A workflow job's steps; null for a job with a target.")
+    on = _BlankAsNull(source="event_name", allow_null=True, help_text="An EVENT job's event name; null otherwise.")
+    filter = serializers.JSONField(source="event_filter", allow_null=True, help_text="An EVENT job's payload filter.")
     payload = serializers.JSONField()
     retryPolicy = RetryPolicyOutputSerializer(source="*")
     timeoutSec = serializers.IntegerField(source="timeout_sec")
@@ -342,6 +246,11 @@ class JobOutputSerializer(serializers.Serializer):
     nextFireAt = serializers.DateTimeField(source="next_fire_at", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
+
+    @extend_schema_field(TargetOutputSerializer(allow_null=True))
+    def get_target(self, job: Job) -> dict | None:
+        # A workflow job has no target of its own: each step names one.
+        return None if job.workflow else {"pool": job.pool, "handler": job.handler}
 
 
 class JobDetailOutputSerializer(JobOutputSerializer):

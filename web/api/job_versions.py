@@ -65,7 +65,8 @@ class VersionRetryPolicySerializer(serializers.Serializer):
 class VersionDefinitionSerializer(serializers.Serializer):
     """A job's definition as a version keeps it: the fields a PUT may change, with the API's
     names, plus `type`. The timing fields are those of the type: `runAt` (ONCE), `delaySec`
-    (DELAYED), `schedule` and `timezone` (CRON)."""
+    (DELAYED), `schedule` and `timezone` (CRON), `on` and `filter` (EVENT). A workflow job has
+    `workflow` instead of `target` and `payload`."""
 
     name = serializers.CharField()
     type = serializers.CharField()
@@ -73,8 +74,12 @@ class VersionDefinitionSerializer(serializers.Serializer):
     delaySec = serializers.IntegerField(required=False)
     schedule = serializers.CharField(required=False)
     timezone = serializers.CharField(required=False)
-    target = VersionTargetSerializer()
-    payload = serializers.JSONField()
+    target = VersionTargetSerializer(required=False)
+    payload = serializers.JSONField(required=False)
+    workflow = serializers.JSONField(required=False)
+    on = serializers.CharField(required=False)
+    # Not allow_null: DRF would then answer null for a definition without it instead of leaving it out.
+    filter = serializers.JSONField(required=False)
     retryPolicy = VersionRetryPolicySerializer()
     timeoutSec = serializers.IntegerField()
     priority = serializers.CharField()

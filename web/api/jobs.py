@@ -30,19 +30,17 @@ from jobs.selectors import job_get, job_list
 from tenants.models import Tenant
 from tenants.selectors import scope_of, tenant_for_create
 from web.api.execution_serializers import ExecutionSerializer
+from web.api.job_fields import AwareDateTimeField, ScheduleField, TimezoneField
 from web.api.job_filters import JobFilter
 from web.api.job_serializers import (
     BULK_ERROR_SCHEMA,
-    AwareDateTimeField,
     JobBulkInputSerializer,
     JobBulkOutputSerializer,
     JobDetailOutputSerializer,
     JobInputSerializer,
     JobOutputSerializer,
     JobUpdateSerializer,
-    ScheduleField,
     SchedulePreviewSerializer,
-    TimezoneField,
     bulk_items,
 )
 from web.api.resume_serializers import ResumePreviewSerializer, ResumeQuerySerializer

@@ -1,0 +1,157 @@
+"""The fields a job's body is made of (its target, retry policy, timing, payload), shared by the
+job's serializer (web/api/job_serializers.py) and a workflow's steps (web/api/workflow_serializers.py)."""
+
+import functools
+import zoneinfo
+from datetime import datetime
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from jobs import cron, registry
+from jobs.models import Backoff, Job
+from jobs.payloads import StrictSerializer
+
+
+class ChoiceField(serializers.ChoiceField):
+    """A choice whose error lists the valid ones, so a caller need not look them up."""
+
+    def __init__(self, choices, **kwargs) -> None:
+        super().__init__(choices, **kwargs)
+        valid = ", ".join(str(choice) for choice in self.choices)
+        self.error_messages["invalid_choice"] = f'"{{input}}" is not a valid choice; valid: {valid}'
+
+
+class AwareDateTimeField(serializers.DateTimeField):
+    """ISO 8601 with an explicit offset: a bare local time is ambiguous, so it is refused."""
+
+    def to_internal_value(self, value):
+        if isinstance(value, str):
+            try:
+                parsed = datetime.fromisoformat(value)
+            except ValueError:
+                self.fail("invalid", format="ISO 8601 with an offset, e.g. 2027-03-14T09:00:00Z")
+            if parsed.tzinfo is None:
+                raise serializers.ValidationError("must include a UTC offset, e.g. 2027-03-14T09:00:00Z")
+        return super().to_internal_value(value)
+
+
+@functools.cache
+def known_timezones() -> frozenset[str]:
+    """The IANA names this machine's zoneinfo lists (read once: it walks the tz database)."""
+    return frozenset(zoneinfo.available_timezones())
+
+
+class TimezoneField(serializers.CharField):
+    """An IANA timezone name that this machine's zoneinfo lists (the schema's enum of them)."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("max_length", 64)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data) -> str:
+        value = super().to_internal_value(data)
+        try:
+            cron.parse_timezone(value)
+        except cron.CronError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+        if value not in known_timezones():
+            raise serializers.ValidationError(f"unknown timezone {value!r}")
+        return value
+
+
+class HandlerNameField(serializers.CharField):
+    """A registered handler's name (checked with the pool by TargetSerializer)."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("max_length", 100)
+        super().__init__(**kwargs)
+
+
+class PoolNameField(serializers.CharField):
+    """A known pool's name (checked with the handler by TargetSerializer)."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("max_length", 64)
+        super().__init__(**kwargs)
+
+
+def _cron_pattern() -> str:
+    """A regular expression for the usual five-field cron syntax, for the schema: numbers in each
+    field's range, `*`, lists, ranges and steps, month and weekday names, and Jenkins' hashed
+    `H`, `H(a-b)`, `H/n`, `H(a-b)/n`. The server reads a little more (steps on ranges) and still
+    refuses a schedule that never fires (`0 0 30 2 *`)."""
+    months = "JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC"
+    days = "SUN|MON|TUE|WED|THU|FRI|SAT"
+    numbers = [
+        "[0-5]?[0-9]",
+        "[01]?[0-9]|2[0-3]",
+        "0?[1-9]|[12][0-9]|3[01]",
+        f"0?[1-9]|1[0-2]|{months}|{months.lower()}",
+        f"[0-7]|{days}|{days.lower()}",
+    ]
+    step = "/[1-9][0-9]?"
+
+    def field(number: str) -> str:
+        hashed = f"[Hh](?:\\((?:{number})-(?:{number})\\))?(?:{step})?"
+        item = f"\\*(?:{step})?|(?:{number})(?:{step}|-(?:{number}))?|{hashed}"
+        return f"(?:{item})(?:,(?:{item}))*"
+
+    return "^" + " ".join(field(number) for number in numbers) + "$"
+
+
+SCHEDULE_PATTERN = _cron_pattern()
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "maxLength": 200,
+        "pattern": SCHEDULE_PATTERN,
+        "description": "A five-field cron expression. `H` (Jenkins' hash: `H`, `H(a-b)`, `H/n`, `H(a-b)/n`) "
+        "stands for a value chosen from the job's id, the same for the job's life.",
+    }
+)
+class ScheduleField(serializers.CharField):
+    """A five-field cron expression; `H` values are resolved with the job's id."""
+
+
+@extend_schema_field({"type": "object", "additionalProperties": True})
+class PayloadField(serializers.JSONField):
+    """A JSON object: the handler's input."""
+
+
+class TargetSerializer(StrictSerializer):
+    handler = HandlerNameField()
+    pool = PoolNameField(required=False)
+
+    def validate(self, attrs):
+        # An update may name only one of the two; the other comes from the job.
+        job: Job | None = self.root.instance
+        name = attrs.get("handler") or (job.handler if job else "")
+        spec = registry.get(name)
+        if spec is None:
+            raise serializers.ValidationError(
+                {"handler": [f"unknown handler '{name}'; known: {', '.join(registry.handler_names())}"]}
+            )
+        pool = attrs.get("pool") or (job.pool if job is not None and job.handler == spec.name else spec.pool)
+        if pool not in registry.pools():
+            raise serializers.ValidationError(
+                {"pool": [f"unknown pool '{pool}'; known: {', '.join(registry.pools())}"]}
+            )
+        return {"handler": spec.name, "pool": pool}
+
+
+class RetryPolicySerializer(StrictSerializer):
+    maxAttempts = serializers.IntegerField(min_value=1, max_value=100, required=False, default=3)
+    backoff = ChoiceField(choices=Backoff.values, required=False, default=Backoff.EXPONENTIAL)
+    initialDelayMs = serializers.IntegerField(min_value=0, max_value=86_400_000, required=False, default=1000)
+    maxDelayMs = serializers.IntegerField(min_value=0, max_value=7 * 86_400_000, required=False, default=60_000)
+    jitter = serializers.BooleanField(required=False, default=True)
+
+    def validate(self, attrs):
+        # An update may give part of the policy: JobInputSerializer.validate merges it with the
+        # job's and checks the bounds of the whole.
+        if "maxDelayMs" in attrs and "initialDelayMs" in attrs and attrs["maxDelayMs"] < attrs["initialDelayMs"]:
+            raise serializers.ValidationError({"maxDelayMs": ["must be at least initialDelayMs"]})
+        return attrs

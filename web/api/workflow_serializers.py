@@ -1,0 +1,122 @@
+"""A job's `workflow` (its steps, instead of a `target`) and an EVENT job's `on` and `filter`, as
+the API takes them. The graph's rules (unique names, known dependencies, no cycle, at most 100
+steps) are jobs/workflow.py's; each step's target, payload and policies are checked as a job's."""
+
+import json
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from jobs import registry, workflow
+from jobs.payloads import StrictSerializer
+from web.api.job_fields import PayloadField, RetryPolicySerializer, TargetSerializer
+
+NAME_PATTERN = r"^[A-Za-z0-9_.:-]{1,100}$"
+EVENT_NAME_PATTERN = r"^[A-Za-z0-9_.:-]{1,200}$"
+
+
+def payload_size_error(value: Any) -> str | None:
+    size = len(json.dumps(value, separators=(",", ":")).encode())
+    limit = settings.TICKWORK_MAX_PAYLOAD_BYTES
+    return f"is {size} bytes; the limit is {limit}" if size > limit else None
+
+
+class WorkflowStepSerializer(StrictSerializer):
+    name = serializers.RegexField(
+        NAME_PATTERN, max_length=100, help_text="Unique in the workflow: letters, digits, `_ . : -`."
+    )
+    target = TargetSerializer()
+    payload = PayloadField(required=False, default=dict)
+    dependsOn = serializers.ListField(
+        child=serializers.CharField(max_length=100),
+        required=False,
+        default=list,
+        max_length=workflow.MAX_STEPS,
+        help_text="The steps that must succeed before this one starts; none: it starts with the run.",
+    )
+    retryPolicy = RetryPolicySerializer(required=False, help_text="Default: the job's.")
+    timeoutSec = serializers.IntegerField(
+        min_value=1, max_value=7 * 86400, required=False, help_text="Default: the job's."
+    )
+
+    def validate_payload(self, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("must be a JSON object")
+        if error := payload_size_error(value):
+            raise serializers.ValidationError(error)
+        return value
+
+    def validate(self, attrs):
+        # A PATCH's nested fields get no defaults (DRF's partial): the step is whole either way.
+        attrs.setdefault("payload", {})
+        attrs.setdefault("dependsOn", [])
+        policy = attrs.get("retryPolicy")
+        if policy and policy["maxDelayMs"] < policy["initialDelayMs"]:
+            raise serializers.ValidationError({"retryPolicy": {"maxDelayMs": ["must be at least initialDelayMs"]}})
+        spec = registry.get(attrs["target"]["handler"])
+        errors = registry.payload_errors(spec, attrs["payload"]) if spec is not None else None
+        if errors:
+            raise serializers.ValidationError({"payload": errors})
+        if len(set(attrs["dependsOn"])) != len(attrs["dependsOn"]):
+            raise serializers.ValidationError({"dependsOn": ["names a step twice"]})
+        return attrs
+
+
+class WorkflowSerializer(StrictSerializer):
+    steps = serializers.ListField(
+        child=WorkflowStepSerializer(),
+        min_length=1,
+        max_length=workflow.MAX_STEPS,
+        help_text=f"1 to {workflow.MAX_STEPS} steps; their dependencies must form no cycle.",
+    )
+
+    def validate_steps(self, steps: list[dict]) -> list[dict]:
+        errors = workflow.structure_errors(steps)
+        if errors:
+            raise serializers.ValidationError(errors)
+        return steps
+
+    @staticmethod
+    def stored(data: dict[str, Any]) -> dict[str, Any]:
+        """The validated workflow as the job keeps it (jobs/workflow.py): each step's target
+        resolved, policies only where the step gives them."""
+        steps = []
+        for step in data["steps"]:
+            kept = {
+                "name": step["name"],
+                "target": dict(step["target"]),
+                "payload": step["payload"],
+                "dependsOn": list(step["dependsOn"]),
+            }
+            if "retryPolicy" in step:
+                kept["retryPolicy"] = dict(step["retryPolicy"])
+            if "timeoutSec" in step:
+                kept["timeoutSec"] = step["timeoutSec"]
+            steps.append(kept)
+        return {"steps": steps}
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": {"type": ["string", "number", "boolean", "null"]},
+        "maxProperties": 50,
+        "description": "An EVENT job runs for an event whose payload has each of these top-level keys with "
+        'exactly this value (1 and "1" differ). Absent or {}: every event of its name.',
+    }
+)
+class EventFilterField(serializers.JSONField):
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("must be a JSON object of top-level payload keys and values")
+        if len(value) > 50:
+            raise serializers.ValidationError("may hold at most 50 keys")
+        for key, item in value.items():
+            if isinstance(item, dict | list):
+                raise serializers.ValidationError(f"key '{key}': a value must be a string, number, boolean or null")
+        if error := payload_size_error(value):
+            raise serializers.ValidationError(error)
+        return value

@@ -1,0 +1,65 @@
+"""EVENT jobs through the job API: `on` and `filter` are their timing; no time fires them, so
+they start with no execution (events/ starts their runs)."""
+
+import pytest
+
+from executions.models import Execution
+
+pytestmark = pytest.mark.django_db
+
+BODY = {
+    "name": "on paid",
+    "type": "EVENT",
+    "on": "invoice.paid",
+    "filter": {"currency": "EUR"},
+    "target": {"handler": "noop"},
+}
+
+
+def test_an_event_job_is_created_with_no_execution_and_no_next_fire(api):
+    response = api.post("/v1/jobs", BODY, format="json")
+
+    assert response.status_code == 201, response.content
+    job = response.json()
+    assert (job["on"], job["filter"], job["nextFireAt"], job["state"]) == (
+        "invoice.paid",
+        {"currency": "EUR"},
+        None,
+        "ACTIVE",
+    )
+    assert not Execution.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({**BODY, "on": ""}, "on"),
+        ({k: v for k, v in BODY.items() if k != "on"}, "on"),
+        ({**BODY, "on": "bad name!"}, "on"),
+        ({**BODY, "filter": {"nested": {"a": 1}}}, "filter"),
+        ({**BODY, "filter": [1]}, "filter"),
+        ({**BODY, "schedule": "* * * * *"}, "schedule"),
+        ({**BODY, "type": "ONCE", "runAt": "2030-01-01T00:00:00Z"}, "on"),
+    ],
+)
+def test_a_bad_event_job_answers_400_naming_the_field(api, body, field):
+    response = api.post("/v1/jobs", body, format="json")
+
+    assert response.status_code == 400, response.content
+    assert field in response.json(), response.json()
+
+
+def test_an_event_job_keeps_running_after_its_runs_end(api, tenant):
+    from executions import runs
+    from executions.clock import db_now
+    from jobs.models import Job
+    from testing.steps import claim, start, succeed
+
+    job = Job.objects.get(pk=api.post("/v1/jobs", BODY, format="json").json()["jobId"])
+    now = db_now()
+    execution = runs.fire(job=job, scheduled_for=now, now=now, origin="EVENT").executions[0]
+    claim(now)
+    start(execution.pk, now=now)
+    succeed(execution.pk, now=now)
+
+    assert Job.objects.get(pk=job.pk).state == "ACTIVE"  # not COMPLETED: the next event runs it again
