@@ -3,6 +3,7 @@ a diamond runs its last step once, after both of its upstream steps, with their 
 step cancels what depends on it and nothing else, and its re-drive runs the rest; a worker and a
 dispatcher killed during a run lose and double nothing."""
 
+import itertools
 import signal
 
 import pytest
@@ -72,7 +73,7 @@ def test_a_dead_step_cancels_its_downstream_step_not_its_sibling_and_its_redrive
     once = {"maxAttempts": 1, "backoff": "FIXED", "initialDelayMs": 0, "maxDelayMs": 0, "jitter": False}
     failing = _step("b", "a", handler="fail", retryPolicy=once)
     failing["payload"] = {"failTimes": 1}  # fails its first attempt only: the re-drive succeeds
-    job, run = _run_of(make_job, tenant, [_step("a"), failing, _step("c", "a"), _step("d", "b", "c")])
+    _job, run = _run_of(make_job, tenant, [_step("a"), failing, _step("c", "a"), _step("d", "b", "c")])
 
     steps = wait_for(lambda: _all_ended(run), timeout=30, what="the run to end")
 
@@ -108,7 +109,7 @@ def test_a_worker_and_a_dispatcher_killed_during_a_run_lose_and_double_nothing(l
     chain = [_step(name, *names[i - 1 : i], handler="sleep") for i, name in enumerate(names)]
     for step in chain:
         step["payload"] = {"seconds": 0.4}
-    job, run = _run_of(make_job, tenant, chain)
+    _job, run = _run_of(make_job, tenant, chain)
     second = wait_for(
         lambda: Execution.objects.filter(run=run, step="s2", state="RUNNING").first(), timeout=20, what="s2 to run"
     )
@@ -126,5 +127,5 @@ def test_a_worker_and_a_dispatcher_killed_during_a_run_lose_and_double_nothing(l
         assert _count(execution, "RUNNING", "SUCCEEDED") == 1, name
         assert _count(execution, "BLOCKED", "PENDING") == (0 if name == "s1" else 1), name
     assert steps["s2"].attempt == 2  # its first attempt died with the worker
-    for before, after in zip(names, names[1:], strict=False):
+    for before, after in itertools.pairwise(names):
         assert steps[after].started_at >= steps[before].finished_at
