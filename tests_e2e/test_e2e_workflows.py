@@ -5,6 +5,7 @@ dispatcher killed during a run lose and double nothing."""
 
 import itertools
 import signal
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
@@ -129,3 +130,48 @@ def test_a_worker_and_a_dispatcher_killed_during_a_run_lose_and_double_nothing(l
     assert steps["s2"].attempt == 2  # its first attempt died with the worker
     for before, after in itertools.pairwise(names):
         assert steps[after].started_at >= steps[before].finished_at
+
+
+def test_a_cron_workflow_runs_once_per_fire_and_forbid_skips_a_whole_run_while_one_is_going(live, tenant, make_job):
+    """A cron workflow (every 5 minutes, RUN_ALL, FORBID) made 12 minutes ago: its missed fires are
+    due at once. The first fire's run takes a few seconds (its first step sleeps); the fires
+    claimed meanwhile are skipped whole, every step of them CANCELLED and none started; each fire
+    has exactly one run, and the first run's steps each run once."""
+    made_at = timezone.now() - timedelta(minutes=12)
+    steps = [_step("slow", handler="sleep"), _step("after", "slow")]
+    steps[0]["payload"] = {"seconds": 3}
+    job = make_job(
+        tenant,
+        type="CRON",
+        schedule="*/5 * * * *",
+        workflow={"steps": steps},
+        pool="",
+        handler="",
+        misfire_policy="RUN_ALL",
+        concurrency_policy="FORBID",
+        now=made_at,
+    )
+    live.worker(wait=False)
+    live.dispatcher()
+    live.ready()
+    now = timezone.now()
+
+    def past_runs_ended():
+        past = list(Run.objects.filter(job=job, scheduled_for__lte=now))
+        return past if len(past) >= 2 and all(_all_ended(run) for run in past) else None
+
+    past = wait_for(past_runs_ended, timeout=40, what="the missed fires' runs to end")
+
+    first, *skipped = sorted(past, key=lambda run: run.scheduled_for)
+    assert {e.step: e.state for e in _steps(first).values()} == {"slow": "SUCCEEDED", "after": "SUCCEEDED"}
+    for execution in _steps(first).values():
+        assert _count(execution, "RUNNING", "SUCCEEDED") == 1
+    for run in skipped:
+        for execution in _steps(run).values():
+            assert execution.state == "CANCELLED" and execution.started_at is None
+            assert ExecutionEvent.objects.filter(execution=execution).latest("id").message == (
+                "skipped: the previous run is still active (concurrencyPolicy FORBID)"
+            )
+    fires = list(Run.objects.filter(job=job).values_list("scheduled_for", flat=True))
+    assert len(fires) == len(set(fires))  # one run per fire
+    assert Execution.objects.filter(job=job, state="RUNNING").count() == 0

@@ -61,6 +61,7 @@ class ExecutionFilter(django_filters.FilterSet):
         choices=ExecutionState.choices, error_messages=invalid_choice_message(ExecutionState.choices)
     )
     jobId = UUIDFilter(field_name="job_id")
+    runId = UUIDFilter(field_name="run_id", help_text="A workflow run's steps.")
     pool = django_filters.CharFilter(field_name="pool")
     tenant = django_filters.CharFilter(field_name="tenant__slug")
     scheduledAfter = UtcDateTimeFilter(field_name="scheduled_for", lookup_expr="gte")

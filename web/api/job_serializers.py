@@ -255,6 +255,21 @@ class JobOutputSerializer(serializers.Serializer):
 
 class JobDetailOutputSerializer(JobOutputSerializer):
     latestExecutions = serializers.SerializerMethodField(help_text="The newest executions, newest first.")
+    lastRunState = serializers.SerializerMethodField()
+
+    @extend_schema_field(
+        {
+            "type": ["string", "null"],
+            "enum": ["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", None],
+            "description": "The state of the job's newest run (a workflow job's run of steps; a plain job's "
+            "newest execution): RUNNING while it can still run, then SUCCEEDED, FAILED (DEAD) or CANCELLED. "
+            "Null before its first run.",
+        }
+    )
+    def get_lastRunState(self, job: Job) -> str | None:
+        from executions.runs import last_run_state
+
+        return last_run_state(job)
 
     @extend_schema_field(ExecutionSerializer(many=True))
     def get_latestExecutions(self, job: Job) -> list[dict]:

@@ -162,3 +162,17 @@ def test_runs_are_the_tenants_own(api, other_api):
     assert other_api.get(f"/v1/jobs/{job['jobId']}/runs").status_code == 404
     assert api.get("/v1/runs/not-a-uuid").status_code == 404
     assert Execution.objects.filter(state="CANCELLED").count() == 0
+
+
+def test_a_runs_steps_are_listed_by_run_id_and_the_job_says_its_last_runs_state(api):
+    job = api.post("/v1/jobs", _job(DIAMOND), format="json").json()
+    run_id = str(Run.objects.get().pk)
+
+    steps = api.get(f"/v1/executions?runId={run_id}").json()["results"]
+    detail = api.get(f"/v1/jobs/{job['jobId']}").json()
+
+    assert sorted(e["step"] for e in steps) == ["clean", "enrich", "extract", "load"]
+    assert detail["lastRunState"] == "RUNNING"
+    api.post(f"/v1/runs/{run_id}/cancel")
+    assert api.get(f"/v1/jobs/{job['jobId']}").json()["lastRunState"] == "CANCELLED"
+    assert api.get("/v1/executions?runId=").status_code == 400
