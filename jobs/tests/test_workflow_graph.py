@@ -3,6 +3,8 @@ graphs: a DAG is never said to have a cycle, a cycle is always found and is a re
 released steps are exactly those whose upstream steps all succeeded, and a doomed step always has
 a failed step above it."""
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -46,7 +48,7 @@ def test_an_edge_back_up_makes_a_cycle_that_is_found_and_real(steps, data):
 
     assert cycle is not None and cycle[0] == cycle[-1]
     above = workflow.upstream(steps)
-    for node, nxt in zip(cycle, cycle[1:], strict=False):
+    for node, nxt in itertools.pairwise(cycle):
         assert nxt in above[node], (cycle, node, nxt)  # each step depends on the next
     assert workflow.structure_errors(steps)[0].startswith("the steps' dependencies form a cycle: ")
 
