@@ -54,6 +54,12 @@ def execution_redrive(*, execution: Execution, now: datetime, reason: str = "re-
     if job.state == JobState.CANCELLED:
         raise InvalidTransition(f"{execution.state} (job cancelled)", S.PENDING)
     current = Execution.objects.filter(pk=execution.pk).values_list("state", flat=True).first()
+    if execution.run_id is not None and (unmet := steps.unmet_upstream(run_id=execution.run_id, step=execution.step)):
+        # It would run without what it depends on: the upstream step is the one to re-drive.
+        waits = ", ".join(f"'{name}' ({state})" for name, state in unmet.items())
+        raise InvalidTransition(
+            current or "missing", S.PENDING, f"step '{execution.step}' waits for {waits}; re-drive that"
+        )
     if current not in REDRIVABLE or not transitions.redrive(
         execution_id=execution.pk, source=S(current), now=now, reason=reason
     ):

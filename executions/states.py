@@ -66,8 +66,8 @@ REDRIVABLE = frozenset({S.DEAD, S.CANCELLED, S.FAILED})
 
 
 class InvalidTransition(Exception):
-    def __init__(self, source: str, target: str) -> None:
-        super().__init__(f"an execution cannot go from {source} to {target}")
+    def __init__(self, source: str, target: str, why: str = "") -> None:
+        super().__init__(f"an execution cannot go from {source} to {target}" + (f": {why}" if why else ""))
 
 
 def check(source: ExecutionState, target: ExecutionState) -> None:

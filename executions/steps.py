@@ -176,6 +176,16 @@ def settle_runs_of(execution_ids: Iterable[Any], *, now: datetime) -> None:
         settle_run(run_id, now=now)
 
 
+def unmet_upstream(*, run_id: Any, step: str) -> dict[str, str]:
+    """The upstream steps of `step` in its run that have not SUCCEEDED, with their states."""
+    run = Run.objects.only("steps").filter(pk=run_id).first()
+    if run is None:
+        return {}
+    above = workflow.upstream(run.steps).get(step, [])
+    states = dict(Execution.objects.filter(run_id=run_id, step__in=above).values_list("step", "state"))
+    return {name: states.get(name, "missing") for name in above if states.get(name) != S.SUCCEEDED}
+
+
 def reopen_downstream(*, run_id: Any, step: str, now: datetime) -> list[Moved]:
     """A step of the run was re-driven: its CANCELLED downstream steps (directly or not) wait for
     it again (BLOCKED). Call in the transaction of the re-drive."""

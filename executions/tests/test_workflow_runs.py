@@ -10,6 +10,7 @@ from django.utils import timezone
 from executions import runs, transitions
 from executions.models import Execution, ExecutionEvent, Run
 from executions.services import execution_redrive, execution_settle_failure
+from executions.states import InvalidTransition
 from executions.store import Success
 from jobs.models import Job
 from testing.steps import claim, start
@@ -184,3 +185,18 @@ def test_deleting_the_job_cancels_its_blocked_steps_as_the_jobs(tenant, make_job
         ExecutionEvent.objects.filter(execution__job=job, to_state="CANCELLED").values_list("message", flat=True)
     )
     assert messages == {"job cancelled"}
+
+
+def test_a_step_whose_upstream_step_failed_cannot_be_re_driven_before_it(tenant, make_job):
+    now = timezone.now()
+    job = _workflow_job(make_job, tenant, now, max_attempts=1)
+    steps = _steps(job)
+    claim(now)
+    _run_step(steps["a"].pk, now)
+    claim(now)
+    _fail_dead(steps["b"].pk, now)
+
+    with pytest.raises(InvalidTransition, match=r"step 'd' waits for 'b' \(DEAD\), 'c' \(QUEUED\); re-drive that"):
+        execution_redrive(execution=Execution.objects.get(pk=steps["d"].pk), now=now)
+
+    assert _states(job)["d"] == "CANCELLED"
