@@ -20,7 +20,7 @@ from web.api.job_fields import (
     TargetSerializer,
     TimezoneField,
 )
-from web.api.workflow_serializers import EVENT_NAME_PATTERN, EventFilterField, WorkflowSerializer, payload_size_error
+from web.api.workflow_serializers import EVENT_NAME_PATTERN, EventFilterField, WorkflowSerializer, payload_object
 
 MAX_DELAY_SEC = 10 * 365 * 86400
 HASH_SEED_BEFORE_CREATE = "00000000-0000-0000-0000-000000000000"
@@ -59,11 +59,7 @@ class JobInputSerializer(StrictSerializer):
     tenant = serializers.SlugField(required=False, help_text="Staff sessions only: the tenant to create in.")
 
     def validate_payload(self, value: Any) -> Any:
-        if not isinstance(value, dict):
-            raise serializers.ValidationError("must be a JSON object")
-        if error := payload_size_error(value):
-            raise serializers.ValidationError(error)
-        return value
+        return payload_object(value)
 
     def validate_schedule(self, value: str) -> str:
         if value:

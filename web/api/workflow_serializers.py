@@ -23,6 +23,15 @@ def payload_size_error(value: Any) -> str | None:
     return f"is {size} bytes; the limit is {limit}" if size > limit else None
 
 
+def payload_object(value: Any) -> dict:
+    """A payload as a job or a step takes it: a JSON object within the size limit."""
+    if not isinstance(value, dict):
+        raise serializers.ValidationError("must be a JSON object")
+    if error := payload_size_error(value):
+        raise serializers.ValidationError(error)
+    return value
+
+
 class WorkflowStepSerializer(StrictSerializer):
     name = serializers.RegexField(
         NAME_PATTERN, max_length=100, help_text="Unique in the workflow: letters, digits, `_ . : -`."
@@ -42,11 +51,7 @@ class WorkflowStepSerializer(StrictSerializer):
     )
 
     def validate_payload(self, value: Any) -> Any:
-        if not isinstance(value, dict):
-            raise serializers.ValidationError("must be a JSON object")
-        if error := payload_size_error(value):
-            raise serializers.ValidationError(error)
-        return value
+        return payload_object(value)
 
     def validate(self, attrs):
         # A PATCH's nested fields get no defaults (DRF's partial): the step is whole either way.
