@@ -9,6 +9,35 @@ from executions.states import ExecutionState
 class Origin(models.TextChoices):
     SCHEDULE = "SCHEDULE"  # a fire of the job's schedule; a cron fire materialises the next one
     TRIGGER = "TRIGGER"  # "run now" by a person or a service; outside the schedule's chain
+    EVENT = "EVENT"  # an event matched the job (events/)
+
+
+class Run(models.Model):
+    """One fire of a workflow job: an execution per step, sharing this run (executions/runs.py).
+
+    The steps are kept as they were when the run began, so a change of the job's workflow never
+    changes a run already going. A plain job's run is its execution and has no row here."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # run_job_history leads with it.
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="runs", db_index=False)
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="runs", db_index=False)
+    origin = models.CharField(max_length=8, choices=Origin.choices, default=Origin.SCHEDULE)
+    scheduled_for = models.DateTimeField()
+    # The workflow's steps, in model terms (jobs/workflow.py), in the order they were given.
+    steps = models.JSONField()
+    # The event that started it (events.Event's id), if an event did.
+    event_id = models.UUIDField(null=True, blank=True)
+    # The job's misfire and concurrency policies were applied to it (at its first step's claim).
+    admitted = models.BooleanField(default=False)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["job", "-created_at"], name="run_job_history")]
+
+    def __str__(self) -> str:
+        return f"run {self.id} of {self.job_id}"
 
 
 class Execution(models.Model):
@@ -28,6 +57,13 @@ class Execution(models.Model):
     pool = models.CharField(max_length=64)
     priority = models.PositiveSmallIntegerField(default=1)
     origin = models.CharField(max_length=8, choices=Origin.choices, default=Origin.SCHEDULE)
+    # A workflow step: its run and its name there. Null and "" for a plain job's execution.
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, null=True, blank=True, related_name="executions", db_index=False
+    )
+    step = models.CharField(max_length=100, blank=True, default="")
+    # The event that started it (events.Event's id), if an event did: the handler's ctx.event.
+    event_id = models.UUIDField(null=True, blank=True)
     attempt = models.PositiveIntegerField(default=1)
     state = models.CharField(max_length=20, choices=ExecutionState.choices, default=ExecutionState.PENDING)
     scheduled_for = models.DateTimeField()
@@ -54,11 +90,12 @@ class Execution(models.Model):
     class Meta:
         ordering = ["-scheduled_for", "-created_at"]
         constraints = [
-            # Two dispatchers can never materialise the same fire of a schedule twice.
+            # Two dispatchers can never materialise the same fire of a schedule (or a step of
+            # it) twice.
             models.UniqueConstraint(
-                fields=["job", "scheduled_for"],
+                fields=["job", "scheduled_for", "step"],
                 condition=Q(origin="SCHEDULE"),
-                name="execution_one_per_fire",
+                name="execution_one_per_fire_step",
             ),
             models.CheckConstraint(condition=Q(state__in=ExecutionState.values), name="execution_state_valid"),
             models.CheckConstraint(condition=Q(attempt__gte=1), name="execution_attempt_positive"),
@@ -89,6 +126,7 @@ class Execution(models.Model):
             models.Index(fields=["timeout_at"], condition=Q(state="RUNNING"), name="execution_timeout"),
             models.Index(fields=["republish_at"], condition=Q(state="QUEUED"), name="execution_republish"),
             models.Index(fields=["job", "-scheduled_for"], name="execution_job_history"),
+            models.Index(fields=["run"], condition=Q(run__isnull=False), name="execution_run"),
             models.Index(fields=["tenant", "state", "-scheduled_for"], name="execution_tenant_state"),
             models.Index(fields=["state", "-scheduled_for"], name="execution_state"),
             # The dashboard's last-hour charts read a bounded range of it. Partial, so a row enters

@@ -1,5 +1,9 @@
 """The execution state machine: the states, the allowed moves, and the functions that write them.
 
+BLOCKED             a workflow step waiting for its upstream steps (executions/runs.py): released
+                    to PENDING, due now, in the transaction that records the last upstream's
+                    success; CANCELLED when an upstream ends DEAD or CANCELLED, and BLOCKED again
+                    when that upstream is re-driven.
 PENDING             waits for `available_at`. Made by job creation, a cron fire, a retry or a
                     re-drive; the dispatcher's claim is the only way out except cancellation.
 QUEUED              claimed by a dispatcher under a new lease token and published to its pool's
@@ -15,7 +19,8 @@ FAILED_WORKER_LOST  the lease expired with no outcome (the worker died or froze)
 CANCELLED           terminal: cancelled before it ran, or stopped while running.
 DEAD                terminal: attempts exhausted. The dead-letter view lists these.
 
-DEAD, CANCELLED and FAILED go back to PENDING only by an explicit re-drive ("retry"). RUNNING goes
+DEAD, CANCELLED and FAILED go back to PENDING only by an explicit re-drive ("retry"); a CANCELLED
+step goes back to BLOCKED only when the re-drive of its upstream step re-opens its run. RUNNING goes
 back to PENDING only by a release: its worker is shutting down and stopped the handler short, so
 the same attempt is due again at once (not a failure: no attempt is spent, and nothing waits for
 the lease to expire).
@@ -28,6 +33,7 @@ from django.db import models
 
 
 class ExecutionState(models.TextChoices):
+    BLOCKED = "BLOCKED"
     PENDING = "PENDING"
     QUEUED = "QUEUED"
     RUNNING = "RUNNING"
@@ -41,6 +47,7 @@ class ExecutionState(models.TextChoices):
 
 S = ExecutionState
 TRANSITIONS: dict[ExecutionState, frozenset[ExecutionState]] = {
+    S.BLOCKED: frozenset({S.PENDING, S.CANCELLED}),
     S.PENDING: frozenset({S.QUEUED, S.CANCELLED}),
     S.QUEUED: frozenset({S.RUNNING, S.CANCELLED}),
     S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.FAILED_WORKER_LOST, S.CANCELLED, S.PENDING}),
@@ -48,7 +55,7 @@ TRANSITIONS: dict[ExecutionState, frozenset[ExecutionState]] = {
     S.TIMED_OUT: frozenset({S.PENDING, S.DEAD}),
     S.FAILED_WORKER_LOST: frozenset({S.PENDING, S.DEAD}),
     S.DEAD: frozenset({S.PENDING}),
-    S.CANCELLED: frozenset({S.PENDING}),
+    S.CANCELLED: frozenset({S.PENDING, S.BLOCKED}),
     S.SUCCEEDED: frozenset(),
 }
 TERMINAL = frozenset({S.SUCCEEDED, S.CANCELLED, S.DEAD})

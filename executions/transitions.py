@@ -14,89 +14,53 @@ records an outcome.
 """
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 from django.db import transaction
 from django.db.models import F
 
-from executions import observers
+from executions import observers, steps
 from executions.admission import Admission, LimitOf, choose
 from executions.models import Execution, Origin
-from executions.states import REDRIVABLE, RETRYABLE, TERMINAL, ExecutionState, InvalidTransition, check
+from executions.moves import FRESH_ATTEMPT, accepts, move_one, moves
+from executions.moves import NAMED as NAMED  # the table of named transitions, for its test
+from executions.states import REDRIVABLE, RETRYABLE, TERMINAL, ExecutionState
 from executions.storable import storable_json, storable_text
 from executions.store import Beat, Fire, Moved, Started, Success, store
 
 S = ExecutionState
-F_ = TypeVar("F_", bound=Callable[..., Any])
-
-# Per named transition: the source states it accepts and the state it moves to.
-NAMED: dict[str, tuple[frozenset[ExecutionState], ExecutionState]] = {}
 
 
-def moves(sources: Sequence[ExecutionState], target: ExecutionState) -> Callable[[F_], F_]:
-    """Declare what a named transition moves; a move the table does not allow fails at import."""
-    for source in sources:
-        check(source, target)
-
-    def declare(function: F_) -> F_:
-        NAMED[function.__name__] = (frozenset(sources), target)
-        return function
-
-    return declare
-
-
-def _accepts(name: str, source: ExecutionState) -> None:
-    if source not in NAMED[name][0]:
-        raise InvalidTransition(source, NAMED[name][1])
-
-
-# What the next attempt starts without: the last attempt's run belongs to the events now. Its
-# error stays, as "the last error", until the next attempt has an outcome.
-_FRESH_ATTEMPT: dict[str, Any] = {
-    "lease_expires_at": None,
-    "timeout_at": None,
-    "republish_at": None,
-    "cancel_requested_at": None,
-    "started_at": None,
-    "heartbeat_at": None,
-    "finished_at": None,
-    "worker_id": "",
-}
-
-
-def _move(
-    *,
-    execution_id: Any,
-    source: ExecutionState,
-    target: ExecutionState,
-    now: datetime,
-    lease_token: int | None = None,
-    message: str = "",
-    **values: Any,
-) -> bool:
-    change = store().move(
-        execution_id=execution_id,
-        source=source,
-        target=target,
-        now=now,
-        values=values,
-        lease_token=lease_token,
-        message=storable_text(message),
-    )
-    if change is None:
-        return False
-    observers.announce([change])
-    return True
+def _move(*, execution_id: Any, source: ExecutionState, target: ExecutionState, now: datetime, **kw: Any) -> bool:
+    """One execution from `source` to `target` (moves.move_one); a step that ended settles its run
+    in the same transaction (executions/steps.py)."""
+    if target not in TERMINAL:
+        return move_one(execution_id=execution_id, source=source, target=target, now=now, **kw)
+    with transaction.atomic():
+        moved = move_one(execution_id=execution_id, source=source, target=target, now=now, **kw)
+        if moved:
+            steps.settle_runs_of([execution_id], now=now)
+    return moved
 
 
 # --- made -------------------------------------------------------------------------------------------
 
 
+# The first event's message of an execution made otherwise than by its schedule.
+_CREATED_BY: dict[str, str] = {Origin.TRIGGER: "triggered", Origin.EVENT: "started by an event"}
+
+
 def create(
-    *, job: Any, scheduled_for: datetime, now: datetime, origin: str = Origin.SCHEDULE, wake: bool = True
+    *,
+    job: Any,
+    scheduled_for: datetime,
+    now: datetime,
+    origin: str = Origin.SCHEDULE,
+    wake: bool = True,
+    event_id: Any = None,
 ) -> Execution:
     """∅ → PENDING: a new execution of `job` due at `scheduled_for`, with its first event. With
     `wake`, dispatchers are woken for it (the dispatcher that makes a cron job's next fire needs
@@ -107,6 +71,7 @@ def create(
         pool=job.pool,
         priority=job.priority,
         origin=origin,
+        event_id=event_id,
         scheduled_for=scheduled_for,
         available_at=scheduled_for,
     )
@@ -115,7 +80,7 @@ def create(
         source="",
         target=S.PENDING,
         now=now,
-        message="triggered" if origin == Origin.TRIGGER else "scheduled",
+        message=_CREATED_BY.get(str(origin), "scheduled"),
     )
     if wake:
         store().notify_due(scheduled_for)
@@ -296,7 +261,13 @@ def succeed_many(successes: Sequence[Success], *, now: datetime) -> set[str]:
     left as it is."""
     if not successes:
         return set()
-    changes = store().succeed_many(successes, now=now, result_of=lambda success: storable_json(success.result))
+    if not any(success.step for success in successes):
+        # One statement that is its own transaction: most of what an outcome costs is its commit.
+        changes = store().succeed_many(successes, now=now, result_of=lambda success: storable_json(success.result))
+    else:
+        with transaction.atomic():
+            changes = store().succeed_many(successes, now=now, result_of=lambda s: storable_json(s.result))
+            steps.settle_runs_of([change[0] for change in changes if change[3] == S.SUCCEEDED], now=now)
     observers.announce(changes)
     return {str(change[0]) for change in changes}
 
@@ -373,7 +344,7 @@ def release(*, execution_id: Any, lease_token: int, now: datetime, reason: str) 
 @moves(sorted(RETRYABLE), S.PENDING)
 def retry(*, execution_id: Any, source: ExecutionState, now: datetime, available_at: datetime, message: str) -> bool:
     """A failure → PENDING as the next attempt, due at `available_at` (after the backoff)."""
-    _accepts("retry", source)
+    accepts("retry", source)
     moved = _move(
         execution_id=execution_id,
         source=source,
@@ -382,7 +353,7 @@ def retry(*, execution_id: Any, source: ExecutionState, now: datetime, available
         message=message,
         attempt=F("attempt") + 1,
         available_at=available_at,
-        **_FRESH_ATTEMPT,
+        **FRESH_ATTEMPT,
     )
     if moved:
         store().notify_due(available_at)
@@ -392,17 +363,17 @@ def retry(*, execution_id: Any, source: ExecutionState, now: datetime, available
 @moves(sorted(RETRYABLE), S.DEAD)
 def discard(*, execution_id: Any, source: ExecutionState, now: datetime, message: str) -> bool:
     """A failure → DEAD: attempts exhausted. The dead-letter view lists it."""
-    _accepts("discard", source)
+    accepts("discard", source)
     return _move(execution_id=execution_id, source=source, target=S.DEAD, now=now, message=message, finished_at=now)
 
 
 # --- people and services (API, admin, dashboard) ---------------------------------------------------------
 
 
-@moves([S.PENDING, S.QUEUED], S.CANCELLED)
+@moves([S.BLOCKED, S.PENDING, S.QUEUED], S.CANCELLED)
 def cancel(*, execution_id: Any, now: datetime, reason: str) -> bool:
-    """PENDING or QUEUED → CANCELLED: it had not started, and will not."""
-    for source in (S.PENDING, S.QUEUED):
+    """BLOCKED, PENDING or QUEUED → CANCELLED: it had not started, and will not."""
+    for source in (S.PENDING, S.QUEUED, S.BLOCKED):
         if _move(
             execution_id=execution_id,
             source=source,
@@ -443,7 +414,7 @@ def request_cancel(*, execution_id: Any, now: datetime, reason: str) -> bool:
 @moves(sorted(REDRIVABLE), S.PENDING)
 def redrive(*, execution_id: Any, source: ExecutionState, now: datetime, reason: str) -> bool:
     """DEAD, FAILED or CANCELLED → PENDING: run it again, now, as its next attempt."""
-    _accepts("redrive", source)
+    accepts("redrive", source)
     moved = _move(
         execution_id=execution_id,
         source=source,
@@ -454,7 +425,7 @@ def redrive(*, execution_id: Any, source: ExecutionState, now: datetime, reason:
         available_at=now,
         error="",
         traceback="",
-        **_FRESH_ATTEMPT,
+        **FRESH_ATTEMPT,
     )
     if moved:
         store().notify_due(now)
@@ -467,14 +438,17 @@ def redrive(*, execution_id: Any, source: ExecutionState, now: datetime, reason:
 def _running_set(
     *, target: ExecutionState, condition: str, params: list, now: datetime, limit: int, **kw
 ) -> list[Moved]:
-    moved, changes = store().move_set(
-        source=S.RUNNING,
-        target=target,
-        now=now,
-        where=store().batch_of(S.RUNNING, condition),
-        params=[*params, limit],
-        **kw,
-    )
+    with transaction.atomic():
+        moved, changes = store().move_set(
+            source=S.RUNNING,
+            target=target,
+            now=now,
+            where=store().batch_of(S.RUNNING, condition),
+            params=[*params, limit],
+            **kw,
+        )
+        if target in TERMINAL:
+            steps.settle_runs_of([m.id for m in moved], now=now)
     observers.announce(changes)
     return moved
 

@@ -10,6 +10,11 @@ class JobType(models.TextChoices):
     ONCE = "ONCE"
     DELAYED = "DELAYED"
     CRON = "CRON"
+    EVENT = "EVENT"  # fires once per matching event (events/), never by time
+
+
+# The types that run once and are COMPLETED when that run ends; CRON and EVENT jobs fire again.
+ONE_OFF_TYPES = (JobType.ONCE, JobType.DELAYED)
 
 
 class Priority(models.IntegerChoices):
@@ -49,8 +54,9 @@ class Job(models.Model):
     delay_sec = models.PositiveIntegerField(null=True, blank=True)
     schedule = models.CharField(max_length=200, blank=True)
     timezone = models.CharField(max_length=64, default="UTC")
-    pool = models.CharField(max_length=64)
-    handler = models.CharField(max_length=100)
+    # Empty for a workflow job: each of its steps names its own target.
+    pool = models.CharField(max_length=64, blank=True)
+    handler = models.CharField(max_length=100, blank=True)
     payload = models.JSONField(default=dict, blank=True)
     max_attempts = models.PositiveIntegerField(default=3)
     backoff = models.CharField(max_length=12, choices=Backoff.choices, default=Backoff.EXPONENTIAL)
@@ -63,6 +69,12 @@ class Job(models.Model):
     concurrency_policy = models.CharField(
         max_length=8, choices=ConcurrencyPolicy.choices, default=ConcurrencyPolicy.ALLOW
     )
+    # A workflow job's steps (jobs/workflow.py: validated, in model terms), instead of a target:
+    # each fire starts a run of them (executions/runs.py). Null for a plain job.
+    workflow = models.JSONField(null=True, blank=True)
+    # An EVENT job: the event's name it fires on, and equality on the payload's top-level keys.
+    event_name = models.CharField(max_length=200, blank=True)
+    event_filter = models.JSONField(null=True, blank=True)
     state = models.CharField(max_length=10, choices=JobState.choices, default=JobState.ACTIVE)
     # The earliest scheduled fire not yet dispatched; null when there is none.
     next_fire_at = models.DateTimeField(null=True, blank=True)
@@ -89,6 +101,7 @@ class Job(models.Model):
                 condition=~Q(type="DELAYED") | Q(delay_sec__isnull=False), name="job_delayed_has_delay"
             ),
             models.CheckConstraint(condition=~Q(type="CRON") | ~Q(schedule=""), name="job_cron_has_schedule"),
+            models.CheckConstraint(condition=~Q(type="EVENT") | ~Q(event_name=""), name="job_event_has_name"),
             models.CheckConstraint(condition=Q(type__in=JobType.values), name="job_type_valid"),
             models.CheckConstraint(condition=Q(state__in=JobState.values), name="job_state_valid"),
             models.CheckConstraint(condition=Q(max_attempts__gte=1), name="job_max_attempts_positive"),
@@ -100,6 +113,8 @@ class Job(models.Model):
         indexes = [
             models.Index(fields=["tenant", "-created_at"], name="job_tenant_created"),
             models.Index(fields=["tenant", "state"], name="job_tenant_state"),
+            # An event's matching: the tenant's event jobs on that name (events/services.py).
+            models.Index(fields=["tenant", "event_name"], condition=Q(type="EVENT"), name="job_event_name"),
             # The sweeper's look for ended jobs to prune (executions.scheduling.jobs_prune).
             models.Index(fields=["updated_at"], condition=Q(state__in=["COMPLETED", "CANCELLED"]), name="job_ended"),
         ]
@@ -109,7 +124,7 @@ class Job(models.Model):
 
     @property
     def is_one_off(self) -> bool:
-        return self.type != JobType.CRON
+        return self.type in ONE_OFF_TYPES
 
 
 class JobVersion(models.Model):

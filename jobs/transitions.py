@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db.models import Case, DateTimeField, Value, When
 
-from jobs.models import Job, JobType
+from jobs.models import ONE_OFF_TYPES, Job
 from jobs.states import TRANSITIONS, JobState
 
 
@@ -50,8 +50,7 @@ def jobs_complete(*, job_ids: list, now: datetime, open_states: Iterable[str]) -
     of `open_states` (can still run). Returns how many moved."""
     assert JobState.COMPLETED in TRANSITIONS[JobState.ACTIVE]
     return (
-        Job.objects.filter(pk__in=job_ids, state=JobState.ACTIVE)
-        .exclude(type=JobType.CRON)
+        Job.objects.filter(pk__in=job_ids, state=JobState.ACTIVE, type__in=ONE_OFF_TYPES)
         .exclude(executions__state__in=list(open_states))
         .update(state=JobState.COMPLETED, next_fire_at=None, updated_at=now)
     )

@@ -28,6 +28,7 @@ from executions.models import Execution, ExecutionEvent
 from executions.states import TERMINAL, ExecutionState
 from executions.store.admission import AdmissionStatements
 from jobs import transitions as job_transitions
+from jobs import workflow
 
 S = ExecutionState
 
@@ -46,9 +47,10 @@ class Moved:
     priority: int
     origin: str
     scheduled_for: datetime
+    run_id: uuid.UUID | None = None  # a workflow step's run
 
 
-MOVED_COLUMNS = "id, job_id, tenant_id, pool, attempt, lease_token, worker_id, priority, origin, scheduled_for"
+MOVED_COLUMNS = "id, job_id, tenant_id, pool, attempt, lease_token, worker_id, priority, origin, scheduled_for, run_id"
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,9 @@ class Started:
     payload: Any
     tenant_slug: str
     signing_secret: str
+    run_id: uuid.UUID | None = None  # a workflow step's run, and the step's name
+    step: str = ""
+    event_id: uuid.UUID | None = None  # the event that started it, if one did
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,8 @@ class Success:
     lease_token: int
     result: Any
     finished_at: datetime
+    # A workflow step: its success settles its run in the same transaction (executions/steps.py).
+    step: bool = False
 
 
 @dataclass(frozen=True)
@@ -160,12 +167,15 @@ class Store(AdmissionStatements):
         """QUEUED → RUNNING with `values`, its lease until now + lease and its timeout until now +
         the job's timeout; reads what the handler needs."""
         row = (
-            Execution.objects.select_related("job", "tenant")
+            Execution.objects.select_related("job", "tenant", "run")
             .filter(pk=execution_id, state=S.QUEUED, lease_token=lease_token)
             .first()
         )
         if row is None:
             return None
+        timeout_sec = row.job.timeout_sec
+        if row.run is not None:
+            timeout_sec = workflow.step_of(row.run.steps, row.step).get("timeoutSec") or timeout_sec
         change = self.move(
             execution_id=execution_id,
             source=S.QUEUED,
@@ -176,13 +186,24 @@ class Store(AdmissionStatements):
             values={
                 **values,
                 "lease_expires_at": now + lease,
-                "timeout_at": now + timedelta(seconds=row.job.timeout_sec),
+                "timeout_at": now + timedelta(seconds=timeout_sec),
             },
         )
         if change is None:
             return None
         job, tenant = row.job, row.tenant
-        started = Started(row.pk, row.job_id, row.attempt, job.handler, job.payload, tenant.slug, tenant.signing_secret)
+        started = Started(
+            row.pk,
+            row.job_id,
+            row.attempt,
+            job.handler,
+            job.payload,
+            tenant.slug,
+            tenant.signing_secret,
+            row.run_id,
+            row.step,
+            row.event_id,
+        )
         return started, change
 
     def succeed_many(self, successes: Sequence[Success], *, now: datetime, result_of: Callable) -> list[Change]:
@@ -296,7 +317,7 @@ class Store(AdmissionStatements):
 
     def create_fires(self, fires: Sequence[Fire], *, now: datetime) -> int:
         """Insert a PENDING execution (origin SCHEDULE) and its first event for each of `fires`,
-        skipping a fire that exists already (the unique index execution_one_per_fire decides,
+        skipping a fire that exists already (the unique index execution_one_per_fire_step decides,
         so two claims can never make one fire twice); a constant number of statements however
         many. Returns how many were made."""
         made = [

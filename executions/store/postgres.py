@@ -43,7 +43,7 @@ from executions.store.base import (
     Success,
 )
 from executions.store.base import update_sql as _update_sql
-from jobs.models import Job, JobType
+from jobs.models import ONE_OFF_TYPES, Job
 from jobs.states import JobState
 
 S = ExecutionState
@@ -53,7 +53,7 @@ CANCEL_CHANNEL = "tickwork_cancel"
 logger = logging.getLogger(__name__)
 
 # What a single-row move reads back from its CTE `moved`.
-_MOVED_ONE = "id, attempt, worker_id, job_id, tenant_id"
+_MOVED_ONE = "id, attempt, worker_id, job_id, tenant_id, run_id, step, event_id"
 # The events of the rows an UPDATE … RETURNING id, attempt, worker_id named `moved` changed; its
 # parameters are the time, the source, the target and the message.
 _EVENTS_OF_MOVED = (
@@ -95,7 +95,7 @@ class PostgresStore(Store, PostgresAdmissionStatements):
             )
         if len(moved) != 1:
             return None
-        execution_id, _, _, job_id, tenant_id = moved[0]
+        execution_id, _, _, job_id, tenant_id = moved[0][:5]
         return (execution_id, job_id, tenant_id, target)
 
     def start(
@@ -107,8 +107,11 @@ class PostgresStore(Store, PostgresAdmissionStatements):
             self.db,
             {"id": execution_id, "state": S.QUEUED, "lease_token": lease_token},
             {"state": S.RUNNING, "updated_at": now, "lease_expires_at": now + lease, **values},
-            extra_sets="timeout_at = %s + interval '1 second'"
-            " * (SELECT timeout_sec FROM jobs_job WHERE jobs_job.id = executions_execution.job_id)",
+            # A workflow step's own timeout, if it has one (jobs/workflow.py), else its job's.
+            extra_sets="timeout_at = %s + interval '1 second' * COALESCE("
+            "(SELECT (s->>'timeoutSec')::int FROM executions_run r, jsonb_array_elements(r.steps) s"
+            " WHERE r.id = executions_execution.run_id AND s->>'name' = executions_execution.step),"
+            " (SELECT timeout_sec FROM jobs_job WHERE jobs_job.id = executions_execution.job_id))",
             extra_params=[now],
         )
         context = (
@@ -122,10 +125,10 @@ class PostgresStore(Store, PostgresAdmissionStatements):
             )
         if len(moved) != 1:
             return None
-        execution_id, attempt, _, job_id, tenant_id, handler, payload, slug, secret = moved[0]
+        execution_id, attempt, _, job_id, tenant_id, run_id, step, event_id, handler, payload, slug, secret = moved[0]
         # As the ORM converts a read column (no expression: the stubs insist on one).
         payload = Job._meta.get_field("payload").from_db_value(payload, None, self.db)  # type: ignore[arg-type]
-        started = Started(execution_id, job_id, attempt, handler, payload, slug, secret)
+        started = Started(execution_id, job_id, attempt, handler, payload, slug, secret, run_id, step, event_id)
         return started, (execution_id, job_id, tenant_id, S.RUNNING)
 
     def succeed_many(self, successes: Sequence[Success], *, now: datetime, result_of: Callable) -> list[Change]:
@@ -248,10 +251,10 @@ class PostgresStore(Store, PostgresAdmissionStatements):
             " %s::timestamptz[]) AS v(job_id, tenant_id, pool, priority, scheduled_for)),"
             " made AS (INSERT INTO executions_execution (id, job_id, tenant_id, pool, priority, origin, attempt,"
             " state, scheduled_for, available_at, lease_token, publish_count, worker_id, error, traceback,"
-            " created_at, updated_at)"
+            " step, created_at, updated_at)"
             " SELECT gen_random_uuid(), v.job_id, v.tenant_id, v.pool, v.priority, %s, 1, %s, v.scheduled_for,"
-            " v.scheduled_for, 0, 0, '', '', '', %s, %s FROM v"
-            " ON CONFLICT (job_id, scheduled_for) WHERE origin = 'SCHEDULE' DO NOTHING RETURNING id),"
+            " v.scheduled_for, 0, 0, '', '', '', '', %s, %s FROM v"
+            " ON CONFLICT (job_id, scheduled_for, step) WHERE origin = 'SCHEDULE' DO NOTHING RETURNING id),"
             " events AS (INSERT INTO executions_executionevent"
             " (execution_id, at, from_state, to_state, attempt, worker_id, message)"
             " SELECT id, %s, '', %s, 1, '', 'scheduled' FROM made)"
@@ -337,10 +340,10 @@ class PostgresStore(Store, PostgresAdmissionStatements):
         before it, so this one leaves those executions out rather than seeing them still open."""
         return (
             "UPDATE jobs_job SET state = %s, next_fire_at = NULL, updated_at = %s"
-            f" FROM {moved} WHERE jobs_job.id = {moved}.job_id AND jobs_job.state = %s AND jobs_job.type <> %s"
+            f" FROM {moved} WHERE jobs_job.id = {moved}.job_id AND jobs_job.state = %s AND jobs_job.type = ANY(%s)"
             " AND NOT EXISTS (SELECT 1 FROM executions_execution other WHERE other.job_id = jobs_job.id"
             f" AND other.id NOT IN (SELECT id FROM {moved}) AND other.state NOT IN ({_FINISHED_STATES_SQL}))",
-            [JobState.COMPLETED.value, now, JobState.ACTIVE.value, JobType.CRON.value],
+            [JobState.COMPLETED.value, now, JobState.ACTIVE.value, [t.value for t in ONE_OFF_TYPES]],
         )
 
     def _execute(self, db: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> list[tuple]:

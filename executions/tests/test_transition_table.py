@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from executions import transitions
-from executions.models import Execution, ExecutionEvent
+from executions import steps, transitions
+from executions.models import Execution, ExecutionEvent, Run
 from executions.states import TRANSITIONS, InvalidTransition
 from executions.states import ExecutionState as S
 from executions.store import Success
@@ -75,7 +75,13 @@ def _cancelled(execution, now):
     assert transitions.cancel(execution_id=execution.pk, now=now, reason="cancelled")
 
 
+def _blocked(execution, now):
+    _cancelled(execution, now)
+    assert steps.reblock(run_id=execution.run_id, names=[execution.step], now=now, reason="again")
+
+
 PUT_IN = {
+    S.BLOCKED: _blocked,
     S.PENDING: lambda execution, now: None,
     S.QUEUED: _queued,
     S.RUNNING: _running,
@@ -138,12 +144,32 @@ def _apply(name: str, execution, now) -> bool:
             transitions.time_out_many(now=later, before=now + timedelta(days=400), limit=10), execution
         ),
         "force_cancel_many": lambda: _force_cancel(execution, now, later),
+        "release_steps": lambda: _moved_one(
+            steps.release_steps(run_id=row.run_id, names=[row.step], now=now), execution
+        ),
+        "cancel_blocked": lambda: _moved_one(
+            steps.cancel_blocked(run_id=row.run_id, names=[row.step], now=now, reason="upstream"), execution
+        ),
+        "reblock": lambda: _moved_one(
+            steps.reblock(run_id=row.run_id, names=[row.step], now=now, reason="again"), execution
+        ),
     }
     assert calls.keys() == transitions.NAMED.keys(), "a named transition this test does not apply"
     try:
         return bool(calls[name]())
     except InvalidTransition:
         return False
+
+
+def _as_a_step(execution, now):
+    """The execution as the one step of a run: the step transitions act on a run's steps."""
+    job = execution.job
+    step = {"name": "only", "target": {"pool": job.pool, "handler": job.handler}, "payload": {}, "dependsOn": []}
+    run = Run.objects.create(
+        job=job, tenant=job.tenant, scheduled_for=execution.scheduled_for, steps=[step], created_at=now
+    )
+    Execution.objects.filter(pk=execution.pk).update(run=run, step="only")
+    return Execution.objects.get(pk=execution.pk)
 
 
 def _force_cancel(execution, now, later) -> bool:
@@ -158,7 +184,7 @@ def test_each_named_transition_moves_exactly_the_states_it_accepts(name, tenant,
     now = timezone.now()
     for state, put_in in PUT_IN.items():
         job = make_job(tenant, run_at=now - timedelta(seconds=1))
-        execution = job.executions.get()
+        execution = _as_a_step(job.executions.get(), now)
         put_in(execution, now)
         assert Execution.objects.get(pk=execution.pk).state == state
         events = ExecutionEvent.objects.filter(execution=execution).count()

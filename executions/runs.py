@@ -1,0 +1,185 @@
+"""Runs: each fire of a job (its schedule, a trigger, an event) starts one.
+
+A plain job's run is its one execution. A workflow job's run is a Run row and an execution per
+step (executions/steps.py makes them and moves them along). The dispatcher admits a workflow run
+when it claims the run's first step: the job's misfire and concurrency policies apply to the run
+as a whole, and a cron job's next run is made then, in the claim's transaction, as a plain cron
+job's next fire is (dispatcher/dispatcher.py).
+"""
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from executions import steps, transitions
+from executions.models import Execution, Origin, Run
+from executions.services import execution_cancel
+from executions.states import TERMINAL, ExecutionState, InvalidTransition
+from executions.store import Moved
+from jobs import cron, misfire
+from jobs.models import ConcurrencyPolicy, Job, JobType, MisfirePolicy
+
+S = ExecutionState
+OPEN = [state for state in ExecutionState if state not in TERMINAL]
+
+
+@dataclass(frozen=True)
+class Fired:
+    run_id: uuid.UUID | None  # None for a plain job: its run is its execution
+    executions: list[Execution]  # in the workflow's order of steps
+
+
+def run_steps(job: Job) -> list[dict[str, Any]]:
+    """The job's workflow steps as a run keeps them: each with its timeout and retry policy made
+    explicit (the job's where the step names none), so that a later change of the job changes no
+    run already made."""
+    assert job.workflow is not None
+    policy = {
+        "maxAttempts": job.max_attempts,
+        "backoff": job.backoff,
+        "initialDelayMs": job.initial_delay_ms,
+        "maxDelayMs": job.max_delay_ms,
+        "jitter": job.jitter,
+    }
+    return [
+        {
+            **step,
+            "timeoutSec": step.get("timeoutSec") or job.timeout_sec,
+            "retryPolicy": {**policy, **(step.get("retryPolicy") or {})},
+        }
+        for step in job.workflow["steps"]
+    ]
+
+
+def fire(
+    *,
+    job: Job,
+    scheduled_for: datetime,
+    now: datetime,
+    origin: str = Origin.SCHEDULE,
+    event_id: Any = None,
+    wake: bool = True,
+) -> Fired:
+    """Start a run of `job` due at `scheduled_for`: one PENDING execution for a plain job; for a
+    workflow job a Run with its root steps PENDING and the others BLOCKED."""
+    if not job.workflow:
+        execution = transitions.create(
+            job=job, scheduled_for=scheduled_for, now=now, origin=origin, wake=wake, event_id=event_id
+        )
+        return Fired(None, [execution])
+    run = Run.objects.create(
+        job_id=job.pk,
+        tenant_id=job.tenant_id,
+        origin=origin,
+        scheduled_for=scheduled_for,
+        steps=run_steps(job),
+        event_id=event_id,
+        created_at=now,
+    )
+    return Fired(run.pk, steps.create_run(run=run, priority=job.priority, now=now, wake=wake))
+
+
+def cancel_run(*, run_id: Any, now: datetime, reason: str) -> int:
+    """Cancel every unfinished step of the run: BLOCKED, PENDING and QUEUED ones now, RUNNING ones
+    cooperatively (a cancel request, as for any running execution). Returns how many it touched."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update(no_key=True).filter(pk=run_id).first()
+        if run is None:
+            return 0
+        # BLOCKED first, all with the run's reason: cancelling a root first would cancel them as
+        # its downstream steps, with another message.
+        blocked = list(Execution.objects.filter(run_id=run_id, state=S.BLOCKED).values_list("step", flat=True))
+        touched = len(steps.cancel_blocked(run_id=run_id, names=blocked, now=now, reason=reason))
+        for execution in Execution.objects.filter(run_id=run_id, state__in=[S.PENDING, S.QUEUED, S.RUNNING]):
+            try:
+                execution_cancel(execution=execution, now=now, reason=reason)
+                touched += 1
+            except InvalidTransition:
+                pass  # it finished meanwhile
+    return touched
+
+
+def admit(*, claimed: Sequence[Moved], now: datetime, misfire_grace: timedelta) -> tuple[set, int]:
+    """The dispatcher claimed `claimed`; for each workflow run among theirs claimed for the first
+    time, apply its job's policies to the run as a whole and, for a cron job's scheduled run, make
+    the next one. Returns the ids of the claimed executions not to publish (their run was
+    skipped) and how many runs were made. In the claim's transaction."""
+    run_ids = {m.run_id for m in claimed if m.run_id is not None}
+    if not run_ids:
+        return set(), 0
+    fresh = list(
+        Run.objects.select_for_update(no_key=True)
+        .filter(pk__in=run_ids, admitted=False)
+        .select_related("job")
+        .order_by("scheduled_for")
+    )
+    skipped_runs: set = set()
+    made = 0
+    for run in fresh:
+        job = run.job
+        reason = _policy_verdict(run, job, now=now, grace=misfire_grace)
+        if reason:
+            cancel_run(run_id=run.pk, now=now, reason=reason)
+            skipped_runs.add(run.pk)
+        Run.objects.filter(pk=run.pk).update(admitted=True)
+        if job.type == JobType.CRON and run.origin == Origin.SCHEDULE:
+            made += _make_next(job, after=run.scheduled_for, now=now)
+    return {m.id for m in claimed if m.run_id in skipped_runs}, made
+
+
+def _policy_verdict(run: Run, job: Job, *, now: datetime, grace: timedelta) -> str:
+    """Why the run must not run (its misfire or concurrency policy), or "" when it runs. Under
+    REPLACE the job's other unfinished runs are cancelled here."""
+    scheduled = job.type == JobType.CRON and run.origin == Origin.SCHEDULE
+    if scheduled and misfire.skips(policy=job.misfire_policy, scheduled_for=run.scheduled_for, now=now, grace=grace):
+        return f"missed fire of {run.scheduled_for.isoformat()} skipped (misfirePolicy SKIP)"
+    if job.concurrency_policy == ConcurrencyPolicy.ALLOW:
+        return ""
+    # A run is active while any of its steps can still run (BLOCKED and PENDING ones too).
+    others = set(
+        Execution.objects.filter(job_id=job.pk, state__in=OPEN).exclude(run_id=run.pk).values_list("run_id", flat=True)
+    )
+    if not others:
+        return ""
+    if job.concurrency_policy == ConcurrencyPolicy.FORBID:
+        return "skipped: the previous run is still active (concurrencyPolicy FORBID)"
+    for other in sorted(others - {None}, key=str):
+        cancel_run(run_id=other, now=now, reason=f"replaced by run {run.pk} (concurrencyPolicy REPLACE)")
+    return ""
+
+
+def _make_next(job: Job, *, after: datetime, now: datetime) -> int:
+    """The cron job's next run after the fire `after` (past `now` unless RUN_ALL backfills);
+    none if a claim made it already (the unique index of fires decides)."""
+    seed = str(job.pk)
+    fire_at = cron.next_fire(job.schedule, job.timezone, after, seed=seed)
+    if fire_at <= now and job.misfire_policy != MisfirePolicy.RUN_ALL:
+        fire_at = cron.next_fire(job.schedule, job.timezone, now, seed=seed)
+    try:
+        with transaction.atomic():
+            fire(job=job, scheduled_for=fire_at, now=now, wake=False)
+    except IntegrityError:
+        return 0
+    finally:
+        transitions.advance_jobs(next_fires={job.pk: fire_at}, now=now)
+    return 1
+
+
+# --- what a run is, as the API shows it -------------------------------------------------------------
+
+
+def run_state(states: Iterable[str]) -> str:
+    """A run's state from its steps' states: RUNNING while any can still run; else FAILED if a
+    step ended DEAD, CANCELLED if one was cancelled, SUCCEEDED when all succeeded."""
+    states = list(states)
+    if any(state not in TERMINAL for state in states):
+        return "RUNNING"
+    if S.DEAD in states:
+        return "FAILED"
+    if S.CANCELLED in states:
+        return "CANCELLED"
+    return "SUCCEEDED"
