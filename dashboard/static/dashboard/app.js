@@ -5,6 +5,7 @@
  * updates matching state badges at once ([data-exec="<execution id>"]), then the regions of the
  * page that care ([data-live-region], optionally limited by data-live-job / data-live-execution)
  * are re-read from the server: the same URL is fetched and those regions are swapped in place.
+ * data-live-run limits a region to the events of one workflow run's executions (e.runId).
  * The page never navigates; the server renders, so what is shown is what the database says.
  */
 (function () {
@@ -12,7 +13,7 @@
 
   var SVG = "http://www.w3.org/2000/svg";
   var TONES = {
-    PENDING: "neutral", QUEUED: "indigo", RUNNING: "blue", SUCCEEDED: "green", FAILED: "amber",
+    BLOCKED: "neutral", PENDING: "neutral", QUEUED: "indigo", RUNNING: "blue", SUCCEEDED: "green", FAILED: "amber",
     TIMED_OUT: "amber", FAILED_WORKER_LOST: "amber", CANCELLED: "muted", DEAD: "red"
   };
   var LABELS = { FAILED_WORKER_LOST: "WORKER LOST" };
@@ -236,8 +237,11 @@
 
   function regionWants(region, events) {
     var job = region.getAttribute("data-live-job"), exec = region.getAttribute("data-live-execution");
-    if (!job && !exec) return events.length > 0;
-    return events.some(function (e) { return (job && e.jobId === job) || (exec && e.executionId === exec); });
+    var run = region.getAttribute("data-live-run");
+    if (!job && !exec && !run) return events.length > 0;
+    return events.some(function (e) {
+      return (job && e.jobId === job) || (exec && e.executionId === exec) || (run && e.runId === run);
+    });
   }
 
   function onEvents(events) {
