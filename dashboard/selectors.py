@@ -32,8 +32,10 @@ S = ExecutionState
 # entries); above it the page shows the planner's estimate, marked as approximate.
 EXACT_COUNT_CAP = 10_000
 PAGE_SIZE = 50
-# Execution states in the order the pages show them: the flow, then the failure states.
+# Execution states in the order the pages show them: the flow, then the failure states. Every
+# state must be here: the executions page walks one index range per state listed.
 STATE_ORDER = [
+    S.BLOCKED,
     S.PENDING,
     S.QUEUED,
     S.RUNNING,

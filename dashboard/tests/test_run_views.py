@@ -192,3 +192,26 @@ def test_the_live_refresh_of_a_run_page_shows_the_new_states(member_client, tena
 
     assert "tone-green" in _node(after, "A")
     assert 'data-state="PENDING"' in _node(after, "B") and 'data-state="PENDING"' in _node(after, "C")
+
+
+def test_blocked_steps_are_listed_and_counted_like_every_other_state(member_client, tenant):
+    """BLOCKED is one of the executions page's walks and filters and one of the overview's
+    counts: a step waiting for its upstream steps is never missing from the lists."""
+    _, steps = _fire(_workflow_job(tenant))
+
+    listed = member_client.get("/dashboard/executions/").content.decode()
+    blocked = member_client.get("/dashboard/executions/?state=BLOCKED").content.decode()
+    overview = member_client.get("/dashboard/").content.decode()
+
+    assert all(f'data-exec="{steps[name].pk}"' in listed for name in "ABCD")
+    assert f'data-exec="{steps["D"].pk}"' in blocked and f'data-exec="{steps["A"].pk}"' not in blocked
+    assert "<option selected>BLOCKED</option>" in blocked
+    count = overview[overview.index('data-testid="count-BLOCKED"') :]
+    assert "<strong>3</strong>" in count[: count.index("</a>")]
+
+
+def test_every_execution_state_has_a_place_on_the_pages():
+    from dashboard.selectors import STATE_ORDER
+    from executions.states import ExecutionState
+
+    assert set(STATE_ORDER) == set(ExecutionState)
