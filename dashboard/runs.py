@@ -16,7 +16,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 
-from dashboard.run_graph import Graph, layout
+from dashboard.run_graph import Graph, Node, layout
 from executions.models import Execution, ExecutionEvent, Run
 from executions.runs import run_state
 from executions.selectors import execution_list
@@ -57,10 +57,6 @@ class StepView:
     def state(self) -> str:
         return self.execution.state if self.execution is not None else ""
 
-    @property
-    def attempt(self) -> int | None:
-        return self.execution.attempt if self.execution is not None else None
-
 
 @dataclass
 class RunDetail:
@@ -69,11 +65,8 @@ class RunDetail:
     steps: list[StepView]  # in the workflow's order
     graph: Graph
 
-    def step(self, name: str) -> StepView:
-        return next(step for step in self.steps if step.name == name)
-
     @property
-    def drawn(self) -> list[tuple[Any, StepView]]:
+    def drawn(self) -> list[tuple[Node, StepView]]:
         """Each node of the graph with its step, for the template to draw in one loop."""
         by_name = {step.name: step for step in self.steps}
         return [(node, by_name[node.name]) for node in self.graph.nodes]
@@ -99,12 +92,10 @@ class RunDetail:
         return [step.execution for step in self.steps if step.execution is not None]
 
 
-_last_event = ExecutionEvent.objects.filter(execution=OuterRef("pk")).order_by("-at", "-id")
-
-
 def run_detail(*, scope: list[int] | None, run: Run) -> RunDetail:
     """The run's steps, each with its execution (one query for all of them), the run's state as
     executions.runs.run_state derives it, and the graph's layout."""
+    last_event = ExecutionEvent.objects.filter(execution=OuterRef("pk")).order_by("-at", "-id")
     executions = {
         execution.step: execution
         for execution in execution_list(scope=scope)
@@ -114,7 +105,7 @@ def run_detail(*, scope: list[int] | None, run: Run) -> RunDetail:
         # Why a step that has no error ended as it did (a cancel names the upstream step that
         # failed): its newest event's message, a probe of event_execution_at per step, in the
         # same query.
-        .annotate(last_message=Subquery(_last_event.values("message")[:1]))
+        .annotate(last_message=Subquery(last_event.values("message")[:1]))
     }
     states = {name: execution.state for name, execution in executions.items()}
     steps = [
