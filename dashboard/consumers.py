@@ -2,8 +2,8 @@
 
 `ws/dashboard/live/?after=<event id>`: the page passes the newest event id it was rendered
 with, so nothing that happened between the render and the connection is missed. Messages to
-the browser: {"type": "events", "events": [{id, executionId, jobId, tenantId, from, to,
-attempt, at, worker, message}, ...]}, oldest first, only of the caller's tenants.
+the browser: {"type": "events", "events": [{id, executionId, jobId, tenantId, runId (a workflow
+step's run, else null), from, to, attempt, at, worker, message}, ...]}, oldest first, only of the caller's tenants.
 See dashboard/feed.py for where the events come from in each mode.
 """
 

@@ -32,8 +32,10 @@ S = ExecutionState
 # entries); above it the page shows the planner's estimate, marked as approximate.
 EXACT_COUNT_CAP = 10_000
 PAGE_SIZE = 50
-# Execution states in the order the pages show them: the flow, then the failure states.
+# Execution states in the order the pages show them: the flow, then the failure states. Every
+# state must be here: the executions page walks one index range per state listed.
 STATE_ORDER = [
+    S.BLOCKED,
     S.PENDING,
     S.QUEUED,
     S.RUNNING,
@@ -553,6 +555,7 @@ def live_events_after(*, scope: list[int] | None, after: int, limit: int = 500) 
         "execution_id",
         "execution__job_id",
         "execution__tenant_id",
+        "execution__run_id",
         "from_state",
         "to_state",
         "attempt",
@@ -566,6 +569,7 @@ def live_events_after(*, scope: list[int] | None, after: int, limit: int = 500) 
             "executionId": str(row["execution_id"]),
             "jobId": str(row["execution__job_id"]),
             "tenantId": row["execution__tenant_id"],
+            "runId": str(row["execution__run_id"]) if row["execution__run_id"] else None,
             "from": row["from_state"],
             "to": row["to_state"],
             "attempt": row["attempt"],

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard import views
+from dashboard import run_views, views
 
 app_name = "dashboard"
 
@@ -17,5 +17,6 @@ urlpatterns = [
     path("executions/retry", views.executions_retry, name="executions-retry"),
     path("executions/<uuid:execution_id>/", views.execution_detail, name="execution-detail"),
     path("executions/<uuid:execution_id>/<str:action>", views.execution_action, name="execution-action"),
+    path("runs/<uuid:run_id>/", run_views.run_detail, name="run-detail"),
     path("audit/", views.audit_log, name="audit"),
 ]

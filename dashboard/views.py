@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from dashboard import forms, selectors, services
+from dashboard import forms, runs, selectors, services
 from dashboard.models import AuditOutcome
 from dashboard.services import ActionRefused, Actor, Target
 from executions.clock import db_now
@@ -91,9 +91,9 @@ def _page(request: ScopedRequest, template: str, context: dict) -> HttpResponse:
     return render(request, template, context)
 
 
-def _page_number(request: ScopedRequest) -> int:
+def _page_number(request: ScopedRequest, key: str = "page") -> int:
     try:
-        return max(1, min(int(request.GET.get("page", "1")), 10_000))
+        return max(1, min(int(request.GET.get(key, "1")), 10_000))
     except ValueError:
         return 1
 
@@ -129,11 +129,11 @@ def _querystring(request: ScopedRequest, **changes) -> str:
     return query.urlencode()
 
 
-def _pager(request: ScopedRequest, page: int, has_next: bool) -> dict:
+def _pager(request: ScopedRequest, page: int, has_next: bool, key: str = "page") -> dict:
     return {
         "page": page,
-        "prev_qs": _querystring(request, page=str(page - 1)) if page > 1 else None,
-        "next_qs": _querystring(request, page=str(page + 1)) if has_next else None,
+        "prev_qs": _querystring(request, **{key: str(page - 1)}) if page > 1 else None,
+        "next_qs": _querystring(request, **{key: str(page + 1)}) if has_next else None,
     }
 
 
@@ -282,6 +282,11 @@ def job_detail(request: ScopedRequest, job_id: uuid.UUID) -> HttpResponse:
     page = _page_number(request)
     executions, has_next = selectors.job_executions_page(scope=request.tenant_scope, job=job, page=page)
     _with_pending_reasons(executions)
+    # A workflow job's runs are paged apart from its executions (?runs=n), on the same page.
+    runs_page = _page_number(request, "runs")
+    job_runs, runs_next = (
+        runs.job_runs_page(scope=request.tenant_scope, job=job, page=runs_page) if job.workflow else ([], False)
+    )
     return _page(
         request,
         "dashboard/job_detail.html",
@@ -292,6 +297,9 @@ def job_detail(request: ScopedRequest, job_id: uuid.UUID) -> HttpResponse:
             "resume_question": selectors.resume_question(job=job, now=now) if job.state == JobState.PAUSED else None,
             "executions": executions,
             "pager": _pager(request, page, has_next),
+            "runs": job_runs,
+            "runs_pager": _pager(request, runs_page, runs_next, key="runs"),
+            "workflow_steps": runs.workflow_steps(job),
             "audit": selectors.audit_for_job(scope=request.tenant_scope, job=job),
             "cancellable": CANCELLABLE,
             "redrivable": REDRIVABLE,

@@ -11,6 +11,7 @@ from django.utils.html import format_html
 register = template.Library()
 
 _EXECUTION_TONE = {
+    "BLOCKED": "neutral",
     "PENDING": "neutral",
     "QUEUED": "indigo",
     "RUNNING": "blue",
@@ -23,6 +24,8 @@ _EXECUTION_TONE = {
 }
 # Shorter words where the full name would not fit a badge.
 _LABELS = {"FAILED_WORKER_LOST": "WORKER LOST"}
+# A run's state (executions.runs.run_state): FAILED means a step ended DEAD.
+_RUN_TONE = {"RUNNING": "blue", "SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "muted"}
 _JOB_TONE = {"ACTIVE": "green", "PAUSED": "amber", "CANCELLED": "muted", "COMPLETED": "neutral"}
 _OUTCOME_TONE = {"OK": "green", "REFUSED": "amber", "INVALID": "amber", "NOT_FOUND": "muted", "ERROR": "red"}
 
@@ -47,6 +50,20 @@ def state_badge(state: str, execution_id: Any = None) -> str:
         state,
         state,
         label,
+    )
+
+
+@register.filter
+def state_label(state: str) -> str:
+    """An execution state as its badge writes it (WORKER LOST, TIMED OUT)."""
+    state = str(state or "")
+    return _LABELS.get(state, state.replace("_", " "))
+
+
+@register.simple_tag
+def run_badge(state: str) -> str:
+    return format_html(
+        '<span class="badge tone-{}" data-run-state="{}">{}</span>', _RUN_TONE.get(str(state), "neutral"), state, state
     )
 
 

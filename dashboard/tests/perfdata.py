@@ -21,7 +21,7 @@ INSERT INTO jobs_job (
     id, tenant_id, name, type, run_at, delay_sec, schedule, timezone, pool, handler, payload,
     max_attempts, backoff, initial_delay_ms, max_delay_ms, jitter, timeout_sec, priority,
     misfire_policy, concurrency_policy, state, next_fire_at, idempotency_key, request_fingerprint,
-    created_at, updated_at)
+    event_name, created_at, updated_at)
 SELECT
     md5('job' || j)::uuid,
     (%(tenants)s::bigint[])[1 + j %% cardinality(%(tenants)s::bigint[])],
@@ -37,7 +37,7 @@ SELECT
     3, 'EXPONENTIAL', 1000, 60000, true, 3600, 1, 'RUN_ONCE', 'ALLOW',
     CASE WHEN j %% 10 = 0 THEN 'ACTIVE' WHEN j %% 50 = 1 THEN 'PAUSED' ELSE 'COMPLETED' END,
     CASE WHEN j %% 10 = 0 THEN %(now)s + interval '5 minutes' ELSE NULL END,
-    NULL, '',
+    NULL, '', '',
     %(now)s - (j || ' minutes')::interval,
     %(now)s - (j || ' minutes')::interval
 FROM generate_series(1, %(jobs)s) AS j
@@ -48,7 +48,7 @@ INSERT INTO executions_execution (
     id, job_id, tenant_id, pool, priority, origin, attempt, state, scheduled_for, available_at,
     lease_token, lease_expires_at, timeout_at, republish_at, publish_count, queued_at, started_at,
     heartbeat_at, finished_at, cancel_requested_at, worker_id, result, error, traceback,
-    checkpoint, created_at, updated_at)
+    checkpoint, step, created_at, updated_at)
 SELECT
     md5('execution' || i)::uuid,
     md5('job' || (1 + i %% %(jobs)s))::uuid,
@@ -72,7 +72,7 @@ SELECT
     CASE WHEN s.state = 'SUCCEEDED' THEN '{"ok": true}'::jsonb END,
     CASE WHEN s.state = 'DEAD' THEN 'HandlerFailure: upstream answered 503' ELSE '' END,
     CASE WHEN s.state = 'DEAD' THEN 'Traceback (most recent call last): ...' ELSE '' END,
-    NULL,
+    NULL, '',
     t.at, t.at
 FROM generate_series(1, %(executions)s) AS i
 CROSS JOIN LATERAL (

@@ -426,6 +426,95 @@ def test_a_tenant_user_cannot_see_another_tenants_jobs(stack, browser, transacti
     assert page.goto(f"{stack.base}/dashboard/jobs/{mine.pk}/").status == 200
 
 
+# Records each state the graph's node of one step shows, with when (the region is swapped whole).
+_WATCH_STEP = """
+(step) => {
+  window.__steps = window.__steps || {};
+  const seen = window.__steps[step] = [];
+  const record = () => {
+    const node = document.querySelector(`[data-testid=run-graph] [data-step="${step}"]`);
+    const state = node && node.getAttribute("data-state");
+    const last = seen[seen.length - 1];
+    if (state && (!last || last.state !== state)) seen.push({state, at: Date.now()});
+  };
+  new MutationObserver(record).observe(document.body, {subtree: true, childList: true, attributes: true});
+  record();
+}
+"""
+
+
+def test_a_runs_graph_follows_its_steps_live(stack, browser, transactional_db, drive, settings):
+    """The run page of a diamond A→B, A→C, B+C→D: when A succeeds (driven here, through the
+    named transitions; the steps' pool has no worker, so the stack's dispatcher admits none of
+    them), A's node turns SUCCEEDED and B's and C's PENDING within a second, with no reload; the
+    page never scrolls sideways, wide or narrow."""
+    from executions import runs
+    from jobs.models import Job
+    from tenants.services import tenant_create
+
+    # The steps move in this process: tell the web over Redis, as a worker's moves do.
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS], "prefix": "tickwork"},
+        }
+    }
+    acme = tenant_create(slug="acme")
+    _user("ada", tenants=[acme])
+    job = Job.objects.create(
+        tenant=acme,
+        name="nightly etl",
+        type="ONCE",
+        run_at=timezone.now() + timedelta(days=1),
+        pool="",
+        handler="",
+        workflow={
+            "steps": [
+                {"name": name, "target": {"pool": "etl", "handler": "noop"}, "payload": {}, "dependsOn": ups}
+                for name, ups in (
+                    ("extract", []),
+                    ("clean", ["extract"]),
+                    ("enrich", ["extract"]),
+                    ("load", ["clean", "enrich"]),
+                )
+            ]
+        },
+    )
+    fired = runs.fire(job=job, scheduled_for=job.run_at, now=timezone.now())
+    steps = {e.step: e for e in fired.executions}
+    page = _page(browser, stack, "ada")
+    page.goto(f"{stack.base}/dashboard/runs/{fired.run_id}/")
+    _wait_live(page)
+    page.evaluate("window.__sameDocument = true")
+    for name in steps:
+        page.evaluate(_WATCH_STEP, name)
+    _shoot(page, "run-detail-blocked-wide")
+
+    done = drive(steps["extract"], "SUCCEEDED")
+    for name in ("clean", "enrich"):
+        page.wait_for_selector(f'[data-testid=run-graph] [data-step="{name}"][data-state=PENDING]', timeout=5_000)
+    shown = page.evaluate("window.__steps")
+    _shoot(page, "run-detail-running-wide")
+
+    assert page.evaluate("window.__sameDocument") is True
+    assert [s["state"] for s in shown["extract"]][-1] == "SUCCEEDED"
+    assert [s["state"] for s in shown["clean"]] == ["BLOCKED", "PENDING"]
+    assert [s["state"] for s in shown["load"]] == ["BLOCKED"]
+    latency = shown["clean"][-1]["at"] / 1000 - done.finished_at.timestamp()
+    print(f"[{stack.mode}] a released step shown {latency * 1000:.0f} ms after its commit")
+    assert latency < 1.0, f"the release took {latency:.2f} s to show"
+    assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
+    narrow = _page(browser, stack, "ada", viewport=NARROW)
+    narrow.goto(f"{stack.base}/dashboard/runs/{fired.run_id}/")
+    _shoot(narrow, "run-detail-narrow")
+    assert narrow.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
+    narrow.context.close()
+    page.goto(f"{stack.base}/dashboard/jobs/{job.pk}/")
+    assert page.inner_text("[data-testid=job-runs]").count("RUNNING") == 1
+    _shoot(page, "job-detail-workflow-wide")
+    page.context.close()
+
+
 def test_every_page_at_1280_and_390_wide(stack, browser, transactional_db):
     """Screenshots of each page at both sizes; at 390 px the document never scrolls sideways
     (wide tables scroll inside their own box) and no script error is logged."""

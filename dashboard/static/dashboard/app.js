@@ -2,9 +2,11 @@
  * Hand-written, no dependencies. Everything degrades to plain links and forms without it.
  *
  * Live updates: the server pushes execution events ({type: "events", events: [...]}). Each event
- * updates matching state badges at once ([data-exec="<execution id>"]), then the regions of the
+ * updates matching state badges and run graph nodes at once ([data-exec="<execution id>"],
+ * [data-node-exec="<execution id>"]), then the regions of the
  * page that care ([data-live-region], optionally limited by data-live-job / data-live-execution)
  * are re-read from the server: the same URL is fetched and those regions are swapped in place.
+ * data-live-run limits a region to the events of one workflow run's executions (e.runId).
  * The page never navigates; the server renders, so what is shown is what the database says.
  */
 (function () {
@@ -12,7 +14,7 @@
 
   var SVG = "http://www.w3.org/2000/svg";
   var TONES = {
-    PENDING: "neutral", QUEUED: "indigo", RUNNING: "blue", SUCCEEDED: "green", FAILED: "amber",
+    BLOCKED: "neutral", PENDING: "neutral", QUEUED: "indigo", RUNNING: "blue", SUCCEEDED: "green", FAILED: "amber",
     TIMED_OUT: "amber", FAILED_WORKER_LOST: "amber", CANCELLED: "muted", DEAD: "red"
   };
   var LABELS = { FAILED_WORKER_LOST: "WORKER LOST" };
@@ -236,8 +238,11 @@
 
   function regionWants(region, events) {
     var job = region.getAttribute("data-live-job"), exec = region.getAttribute("data-live-execution");
-    if (!job && !exec) return events.length > 0;
-    return events.some(function (e) { return (job && e.jobId === job) || (exec && e.executionId === exec); });
+    var run = region.getAttribute("data-live-run");
+    if (!job && !exec && !run) return events.length > 0;
+    return events.some(function (e) {
+      return (job && e.jobId === job) || (exec && e.executionId === exec) || (run && e.runId === run);
+    });
   }
 
   function onEvents(events) {
@@ -250,6 +255,14 @@
         badge.className = "badge tone-" + (TONES[e.to] || "neutral") + " flash";
         badge.textContent = LABELS[e.to] || e.to.replace(/_/g, " ");
         badge.title = e.to;
+      });
+      // A run graph's node (SVG: its class is set as an attribute) changes colour at once too.
+      document.querySelectorAll('[data-node-exec="' + e.executionId + '"]').forEach(function (node) {
+        if (node.getAttribute("data-state") === e.to) return;
+        node.setAttribute("data-state", e.to);
+        node.setAttribute("class", "run-node tone-" + (TONES[e.to] || "neutral"));
+        var label = node.querySelector(".run-node-state");
+        if (label) label.textContent = (LABELS[e.to] || e.to.replace(/_/g, " ")) + " · attempt " + e.attempt;
       });
     });
     var any = false;
