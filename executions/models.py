@@ -61,7 +61,8 @@ class Execution(models.Model):
     run = models.ForeignKey(
         Run, on_delete=models.CASCADE, null=True, blank=True, related_name="executions", db_index=False
     )
-    step = models.CharField(max_length=100, blank=True, default="")
+    # db_default too: rows inserted by SQL of their own (the benchmark, data loads) need not name it.
+    step = models.CharField(max_length=100, blank=True, default="", db_default="")
     # The event that started it (events.Event's id), if an event did: the handler's ctx.event.
     event_id = models.UUIDField(null=True, blank=True)
     attempt = models.PositiveIntegerField(default=1)

@@ -73,7 +73,8 @@ class Job(models.Model):
     # each fire starts a run of them (executions/runs.py). Null for a plain job.
     workflow = models.JSONField(null=True, blank=True)
     # An EVENT job: the event's name it fires on, and equality on the payload's top-level keys.
-    event_name = models.CharField(max_length=200, blank=True)
+    # db_default too: rows inserted by SQL of their own (the benchmark, data loads) need not name it.
+    event_name = models.CharField(max_length=200, blank=True, default="", db_default="")
     event_filter = models.JSONField(null=True, blank=True)
     state = models.CharField(max_length=10, choices=JobState.choices, default=JobState.ACTIVE)
     # The earliest scheduled fire not yet dispatched; null when there is none.
