@@ -98,7 +98,7 @@ def test_a_dead_step_cancels_its_downstream_step_not_its_sibling_and_its_redrive
 
 
 def test_a_worker_and_a_dispatcher_killed_during_a_run_lose_and_double_nothing(live, tenant, make_job):
-    """A chain of five steps of 0.4 s: while the second runs, its worker and the dispatcher are
+    """A chain of five steps (0.4 s, the second 3 s): while the second runs, its worker and the dispatcher are
     SIGKILLed. Another worker and dispatcher take over; the lost step is retried after its lease;
     every step succeeds once, and each is released once."""
     first = live.worker(concurrency=1, wait=False)
@@ -110,6 +110,7 @@ def test_a_worker_and_a_dispatcher_killed_during_a_run_lose_and_double_nothing(l
     chain = [_step(name, *names[i - 1 : i], handler="sleep") for i, name in enumerate(names)]
     for step in chain:
         step["payload"] = {"seconds": 0.4}
+    chain[1]["payload"] = {"seconds": 3}  # long enough that the kill lands while it runs, however loaded the host
     _job, run = _run_of(make_job, tenant, chain)
     second = wait_for(
         lambda: Execution.objects.filter(run=run, step="s2", state="RUNNING").first(), timeout=20, what="s2 to run"
