@@ -117,10 +117,12 @@ def parse_args(argv: list[str]) -> Config:
         retention_volume=args.retention_volume or (20_000 if quick else 200_000),
         workflow_chains=args.workflow_chains or (6 if quick else 20),
         workflow_steps=10,  # the figure is on a 10-step chain
-        # A chain every 0.25 s: with the one-offs beside them, 80 starts a second, a few chains in
-        # flight at once, and the machine far from the lag stage's 500/s (a create through
-        # job_create costs the probe several times the lag feeder's one statement).
-        workflow_interval=0.25,
+        # A chain every 0.5 s: with the one-offs beside them, 40 starts a second and a few chains
+        # in flight at once. Well under what the workers take even on a busy machine: at 80 a
+        # second on a loaded 2-CPU VM both sides waited ~200 ms for a slot, and the figure was
+        # that queue, not what a release costs. (A create through job_create also costs the
+        # probe several times the lag feeder's one statement.)
+        workflow_interval=0.5,
     )
 
 

@@ -267,19 +267,25 @@ def _summary(total: list[float], segments: dict[str, list[float]], create_ms: li
     up where percentiles do not); the p50 and p99 of the feed's creates."""
     from bench.results import percentile
 
-    mean = sum(total) / len(total) if total else float("nan")
+    def ms(value: float) -> float:
+        return round(value, 3)
+
     return {
         "count": len(total),
-        "p50": percentile(total, 50),
-        "p99": percentile(total, 99),
-        "mean": mean,
+        "p50": ms(percentile(total, 50)),
+        "p99": ms(percentile(total, 99)),
+        "mean": ms(sum(total) / len(total)) if total else float("nan"),
         "segments": {
-            name: {"p50": percentile(values, 50), "mean": sum(values) / len(values), "share": sum(values) / sum(total)}
+            name: {
+                "p50": ms(percentile(values, 50)),
+                "mean": ms(sum(values) / len(values)),
+                "share": round(sum(values) / sum(total), 3),
+            }
             for name, values in segments.items()
             if values
         },
-        "create_ms": {"p50": percentile(create_ms, 50), "p99": percentile(create_ms, 99)},
-        "samples": [round(v, 3) for v in total],
+        "create_ms": {"p50": ms(percentile(create_ms, 50)), "p99": ms(percentile(create_ms, 99))},
+        "samples": [ms(v) for v in total],
         **counts,
     }
 
