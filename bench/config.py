@@ -10,7 +10,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 
-QUEUE = "tickwork.default"  # the pool `default`, where the dispatcher publishes
+POOL = "default"  # the pool of every job the benchmark makes (the `noop` handler's)
+QUEUE = f"tickwork.{POOL}"  # where the dispatcher publishes that pool's work: the workers' queue
 BASELINE_QUEUE = "tickwork_bench.baseline"  # the bare Celery tasks' queue
 # A second baseline worker with kombu's default Redis transport (ack emulation on), which is how
 # bare Celery gets at-least-once delivery; Tickwork turns it off (its rows carry that guarantee).
@@ -20,7 +21,7 @@ DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/postgres"  # any data
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/6"
 
 
-STAGES = ("statements", "dispatch", "cron", "http", "e2e", "lag", "fairness", "retention")
+STAGES = ("statements", "dispatch", "cron", "http", "e2e", "lag", "workflows", "fairness", "retention")
 
 
 def log(message: str) -> None:
@@ -54,6 +55,9 @@ class Config:
     cron_schedules: int
     cron_herd: int
     retention_volume: int
+    workflow_chains: int
+    workflow_steps: int
+    workflow_interval: float
 
 
 def parse_args(argv: list[str]) -> Config:
@@ -71,6 +75,7 @@ def parse_args(argv: list[str]) -> Config:
     parser.add_argument("--schedules", type=int, help="cron schedules for a minute's fires (default 10,000)")
     parser.add_argument("--cron-herd", type=int, help="jobs 0 0 * * * in the large cron herd (default 100,000)")
     parser.add_argument("--retention-volume", type=int, help="finished jobs a simulated day (default 200,000)")
+    parser.add_argument("--workflow-chains", type=int, help="10-step chains in the workflows stage (default 20)")
     parser.add_argument("--batch", type=int, help="dispatch batch (default: TICKWORK_DISPATCH_BATCH)")
     parser.add_argument("--statement-runs", type=int, help="runs per statement and database (400; claim: a tenth)")
     parser.add_argument("--db-name", default="tickwork_bench", help="database to create; must start tickwork_bench")
@@ -110,6 +115,14 @@ def parse_args(argv: list[str]) -> Config:
         cron_schedules=args.schedules or 10_000,
         cron_herd=args.cron_herd or (20_000 if quick else 100_000),
         retention_volume=args.retention_volume or (20_000 if quick else 200_000),
+        workflow_chains=args.workflow_chains or (6 if quick else 20),
+        workflow_steps=10,  # the issue's figure is on a 10-step chain
+        # A chain every 0.5 s: with the one-offs beside them, 40 starts a second and a few chains
+        # in flight at once. Well under what the workers take even on a busy machine: at 80 a
+        # second on a loaded 2-CPU VM both sides waited ~200 ms for a slot, and the figure was
+        # that queue, not what a release costs. (A create through job_create also costs the
+        # probe several times the lag feeder's one statement.)
+        workflow_interval=0.5,
     )
 
 

@@ -39,17 +39,17 @@ WITH v AS (
 ), j AS (
     INSERT INTO jobs_job (id, tenant_id, name, type, run_at, schedule, timezone, pool, handler, payload,
         max_attempts, backoff, initial_delay_ms, max_delay_ms, jitter, timeout_sec, priority, misfire_policy,
-        concurrency_policy, state, next_fire_at, request_fingerprint, created_at, updated_at)
+        concurrency_policy, state, next_fire_at, request_fingerprint, event_name, created_at, updated_at)
     SELECT v.id, v.tenant_id, 'bench cron', t.type, CASE WHEN t.type = 'CRON' THEN NULL ELSE v.fire END,
         CASE WHEN t.type = 'CRON' THEN v.schedule ELSE '' END, 'UTC', 'default', 'noop', '{}',
-        3, 'EXPONENTIAL', 1000, 60000, true, 3600, 1, 'RUN_ONCE', 'ALLOW', 'ACTIVE', v.fire, '', %(now)s, %(now)s
+        3, 'EXPONENTIAL', 1000, 60000, true, 3600, 1, 'RUN_ONCE', 'ALLOW', 'ACTIVE', v.fire, '', '', %(now)s, %(now)s
     FROM v CROSS JOIN (SELECT %(type)s::varchar AS type) AS t
     RETURNING id, tenant_id, next_fire_at
 ), e AS (
     INSERT INTO executions_execution (id, job_id, tenant_id, pool, priority, origin, attempt, state, scheduled_for,
-        available_at, lease_token, publish_count, worker_id, error, traceback, created_at, updated_at)
+        available_at, lease_token, publish_count, worker_id, error, traceback, step, created_at, updated_at)
     SELECT gen_random_uuid(), j.id, j.tenant_id, 'default', 1, 'SCHEDULE', 1, 'PENDING', j.next_fire_at,
-        j.next_fire_at, 0, 0, '', '', '', %(now)s, %(now)s
+        j.next_fire_at, 0, 0, '', '', '', '', %(now)s, %(now)s
     FROM j
     RETURNING id
 )

@@ -14,11 +14,11 @@ _JOBS_AND_EXECUTIONS = """
 WITH j AS (
     INSERT INTO jobs_job (id, tenant_id, name, type, run_at, schedule, timezone, pool, handler, payload,
         max_attempts, backoff, initial_delay_ms, max_delay_ms, jitter, timeout_sec, priority, misfire_policy,
-        concurrency_policy, state, next_fire_at, request_fingerprint, created_at, updated_at)
+        concurrency_policy, state, next_fire_at, request_fingerprint, event_name, created_at, updated_at)
     SELECT gen_random_uuid(), %(tenant)s, 'bench ' || g, 'ONCE', t.at, '', 'UTC', 'default', 'noop', '{}',
         3, 'EXPONENTIAL', 1000, 60000, true, 3600,
         COALESCE(%(priority)s, CASE WHEN g %% 10 = 0 THEN 0 WHEN g %% 10 = 5 THEN 2 ELSE 1 END),
-        'RUN_ONCE', 'ALLOW', 'ACTIVE', t.at, '', %(now)s, %(now)s
+        'RUN_ONCE', 'ALLOW', 'ACTIVE', t.at, '', '', %(now)s, %(now)s
     FROM generate_series(1, %(count)s) AS g
     CROSS JOIN LATERAL (
         SELECT %(start)s::timestamptz + random() * %(span)s * interval '1 second' + g * interval '0' AS at
@@ -26,9 +26,9 @@ WITH j AS (
     RETURNING id, tenant_id, priority, run_at
 ), e AS (
     INSERT INTO executions_execution (id, job_id, tenant_id, pool, priority, origin, attempt, state, scheduled_for,
-        available_at, lease_token, publish_count, worker_id, error, traceback, created_at, updated_at)
+        available_at, lease_token, publish_count, worker_id, error, traceback, step, created_at, updated_at)
     SELECT gen_random_uuid(), j.id, j.tenant_id, 'default', j.priority, 'SCHEDULE', 1, 'PENDING', j.run_at,
-        j.run_at, 0, 0, '', '', '', %(now)s, %(now)s
+        j.run_at, 0, 0, '', '', '', '', %(now)s, %(now)s
     FROM j
     RETURNING id
 )"""

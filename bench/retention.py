@@ -25,18 +25,18 @@ _FINISHED_SQL = """
 WITH j AS (
     INSERT INTO jobs_job (id, tenant_id, name, type, run_at, schedule, timezone, pool, handler, payload,
         max_attempts, backoff, initial_delay_ms, max_delay_ms, jitter, timeout_sec, priority, misfire_policy,
-        concurrency_policy, state, next_fire_at, request_fingerprint, created_at, updated_at)
+        concurrency_policy, state, next_fire_at, request_fingerprint, event_name, created_at, updated_at)
     SELECT gen_random_uuid(), %(tenant)s, 'bench retention ' || g, 'ONCE', t.at, '', 'UTC', 'default', 'noop', '{}',
-        3, 'EXPONENTIAL', 1000, 60000, true, 3600, 1, 'RUN_ONCE', 'ALLOW', 'COMPLETED', NULL, '', t.at, t.at
+        3, 'EXPONENTIAL', 1000, 60000, true, 3600, 1, 'RUN_ONCE', 'ALLOW', 'COMPLETED', NULL, '', '', t.at, t.at
     FROM generate_series(1, %(count)s) AS g
     CROSS JOIN LATERAL (SELECT %(day)s::timestamptz + (g::float / %(count)s) * interval '1 day' AS at) AS t
     RETURNING id, tenant_id, run_at
 ), e AS (
     INSERT INTO executions_execution (id, job_id, tenant_id, pool, priority, origin, attempt, state, scheduled_for,
-        available_at, lease_token, publish_count, worker_id, error, traceback, result, queued_at, started_at,
+        available_at, lease_token, publish_count, worker_id, error, traceback, step, result, queued_at, started_at,
         finished_at, created_at, updated_at)
     SELECT gen_random_uuid(), j.id, j.tenant_id, 'default', 1, 'SCHEDULE', 1, 'SUCCEEDED', j.run_at, j.run_at, 1, 1,
-        'bench:1', '', '', '{"ok": true}', j.run_at, j.run_at, j.run_at + interval '5 ms', j.run_at, j.run_at
+        'bench:1', '', '', '', '{"ok": true}', j.run_at, j.run_at, j.run_at + interval '5 ms', j.run_at, j.run_at
     FROM j
     RETURNING id, finished_at
 )

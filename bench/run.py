@@ -1,6 +1,7 @@
 #!/usr/bin/env python
-"""Tickwork benchmark: dispatch throughput, end-to-end throughput, due → start lag, and the cost
-of the scheduling statements, each beside a baseline measured in the same run.
+"""Tickwork benchmark: dispatch throughput, end-to-end throughput, due → start lag, workflow step
+release latency, and the cost of the scheduling statements, each beside a baseline measured in the
+same run.
 
     DATABASE_URL=postgres://postgres@127.0.0.1/postgres CELERY_BROKER_URL=redis://127.0.0.1:6379/6 \\
         .venv/bin/python bench/run.py                # 1,000,000 future executions

@@ -17,6 +17,7 @@ from bench.processes import CpuMeter, Processes, wait_for
 from bench.procrastinate_baseline import Procrastinate
 from bench.results import Figure, median, percentile
 from bench.retention import Retention
+from bench.workflows import Workflows
 
 
 def capture(call: Callable[[], object]) -> list[tuple[str, list]]:
@@ -88,7 +89,7 @@ class Bench:
         if "http" in cfg.stages:
             Creation(self).run()
             self.procs.stop_all()
-        if {"e2e", "lag", "fairness"} & set(cfg.stages):
+        if {"e2e", "lag", "workflows", "fairness"} & set(cfg.stages):
             # The dispatch rounds left ~100k dead row versions: vacuum now, or autovacuum would
             # do it during the Tickwork rounds only (the baseline does not touch PostgreSQL).
             self.db.vacuum()
@@ -107,6 +108,8 @@ class Bench:
             self.end_to_end() if "e2e" in cfg.stages else self.warm_up()
             if "lag" in cfg.stages:
                 self.lag()
+            if "workflows" in cfg.stages:
+                Workflows(self).run()
             if "fairness" in cfg.stages:
                 Fairness(self).run()
         if "retention" in cfg.stages:
