@@ -5,8 +5,11 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from django.db import InterfaceError, OperationalError, close_old_connections
+
+from pools.roles import RoleBeat
 
 logger = logging.getLogger(__name__)
 
@@ -36,18 +39,22 @@ RETRY_MAX_SECONDS = 8.0
 REPEAT_LOG_SECONDS = 60.0
 
 
-def run_forever(*, name: str, step: Callable[[], float], stop: StopFlag) -> None:
+def run_forever(*, name: str, step: Callable[[], float], stop: StopFlag, beat: RoleBeat | None = None) -> None:
     """Call `step` until stopped; `step` does one unit of work and returns how long to wait
     (it may wait itself and return 0). A failure is logged and retried after a growing pause, so
     a role started before the database, or outliving its restart, waits for it and carries on.
     An unreachable database is one line in the log when it starts, one a minute while it lasts,
-    and one when it ends; not a traceback per try."""
+    and one when it ends; not a traceback per try. With `beat`, the role's row in the registry
+    (pools/roles.py) says after each unit of work that it was done, or what failed."""
     logger.info("%s started", name)
+    beat = beat or _NoBeat()
+    beat.started()
     failures, down_since, logged_at = 0, 0.0, float("-inf")
     while not stop.stopping:
         try:
             delay = step()
         except (OperationalError, InterfaceError) as exc:
+            beat.failed(exc)
             close_old_connections()
             delay = _pause(failures)
             now = time.monotonic()
@@ -62,18 +69,31 @@ def run_forever(*, name: str, step: Callable[[], float], stop: StopFlag) -> None
                     str(exc).strip().split("\n", 1)[0] or exc.__class__.__name__,
                 )
             failures += 1
-        except Exception:
+        except Exception as exc:
             logger.exception("%s: unit of work failed; retrying", name)
+            beat.failed(exc)
             close_old_connections()
             delay = _pause(failures)
             failures += 1
         else:
+            beat.ok()
             if failures:
                 logger.info("%s: working again after %d failed tries", name, failures)
             failures, logged_at = 0, float("-inf")
         if delay > 0:
             stop.event.wait(delay)
+    beat.stopped()
     logger.info("%s stopped", name)
+
+
+class _NoBeat(RoleBeat):
+    """No registry row: the loop of a role that is not a dispatcher or sweeper (or a test's)."""
+
+    def __init__(self) -> None:
+        super().__init__("", clock=lambda: datetime.now(UTC))
+
+    def _write(self, write: Callable[[datetime], object]) -> None:
+        pass
 
 
 def _pause(failures: int) -> float:

@@ -29,6 +29,8 @@ from executions.states import ACTIVE, ExecutionState, InvalidTransition
 from executions.store import DueListener, Fire, Moved, store
 from jobs import cron, misfire
 from jobs.models import ConcurrencyPolicy, Job, MisfirePolicy
+from pools.models import Role
+from pools.roles import RoleBeat
 
 logger = logging.getLogger(__name__)
 S = ExecutionState
@@ -165,7 +167,7 @@ def serve(*, stop: StopFlag, publisher: Publisher, config: DispatcherSettings | 
         return 0
 
     try:
-        run_forever(name="dispatcher", step=step, stop=stop)
+        run_forever(name="dispatcher", step=step, stop=stop, beat=RoleBeat(Role.Kind.DISPATCHER, clock=db_now))
     finally:
         listener.close()
 

@@ -20,7 +20,9 @@ from executions.clock import db_now
 from executions.scheduling import jobs_prune
 from executions.services import execution_settle_failure
 from executions.states import ExecutionState
-from pools import registry
+from pools import registry, roles
+from pools.models import Role
+from pools.roles import RoleBeat
 
 logger = logging.getLogger(__name__)
 S = ExecutionState
@@ -113,7 +115,8 @@ def run_once(*, now: datetime, publisher: Publisher, config: SweeperSettings | N
         pruned=transitions.prune_many(before=now - config.retention, limit=limit),
         runs_pruned=runs.runs_prune(before=now - config.retention, limit=limit),
         jobs_pruned=jobs_prune(before=now - config.retention, limit=limit),
-        workers_forgotten=registry.prune(now=now, older_than=WORKER_RETENTION),
+        workers_forgotten=registry.prune(now=now, older_than=WORKER_RETENTION)
+        + roles.prune(now=now, older_than=WORKER_RETENTION),
     )
     if result.total():
         logger.info("sweep: %s", result)
@@ -129,4 +132,4 @@ def serve(*, stop: StopFlag, publisher: Publisher, config: SweeperSettings | Non
         result = run_once(now=db_now(), publisher=publisher, config=config)
         return 0 if result.total() >= config.batch else config.interval
 
-    run_forever(name="sweeper", step=step, stop=stop)
+    run_forever(name="sweeper", step=step, stop=stop, beat=RoleBeat(Role.Kind.SWEEPER, clock=db_now))

@@ -56,3 +56,32 @@ class TenantShare(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id}@{self.pool}:{self.finish_tag:g}"
+
+
+class Role(models.Model):
+    """One dispatcher or sweeper process as it last reported itself (pools/roles.py): when it
+    last finished a unit of work, and its last failure. Health and the dashboard read it: a role
+    that is up but failing every unit of work stops being seen, which is the truth."""
+
+    class Kind(models.TextChoices):
+        DISPATCHER = "dispatcher"
+        SWEEPER = "sweeper"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    hostname = models.CharField(max_length=200)
+    pid = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()  # its last unit of work done (or its start)
+    last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["kind", "hostname", "pid"]
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "hostname", "pid", "started_at"], name="role_one_row_per_start"),
+        ]
+        indexes = [models.Index(fields=["kind", "-last_seen_at"], name="role_kind_seen")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.hostname}:{self.pid}"

@@ -256,6 +256,11 @@ TICKWORK_ADMIT_HEADROOM = float(os.environ.get("TICKWORK_ADMIT_HEADROOM", "2.0")
 TICKWORK_ADMIT_MAX_BUFFER = int(os.environ.get("TICKWORK_ADMIT_MAX_BUFFER", "1000"))
 TICKWORK_ADMIT_POLL_SECONDS = float(os.environ.get("TICKWORK_ADMIT_POLL_SECONDS", "0.05"))
 TICKWORK_SWEEP_SECONDS = float(os.environ.get("TICKWORK_SWEEP_SECONDS", "2.0"))
+# /v1/health answers 503 when no dispatcher has finished a unit of work for this long (a
+# dispatcher finishes one at least every poll, TICKWORK_POLL_SECONDS); it says a sweeper missing
+# for its bound, without the 503.
+TICKWORK_HEALTH_DISPATCHER_SECONDS = float(os.environ.get("TICKWORK_HEALTH_DISPATCHER_SECONDS", "30"))
+TICKWORK_HEALTH_SWEEPER_SECONDS = float(os.environ.get("TICKWORK_HEALTH_SWEEPER_SECONDS", "60"))
 TICKWORK_RETENTION_DAYS = int(os.environ.get("TICKWORK_RETENTION_DAYS", "30"))
 TICKWORK_HTTP_ALLOW_PRIVATE = _env_bool("TICKWORK_HTTP_ALLOW_PRIVATE", False)
 TICKWORK_HTTP_TIMEOUT_SECONDS = float(os.environ.get("TICKWORK_HTTP_TIMEOUT_SECONDS", "10"))

@@ -113,8 +113,9 @@ def embedded_env(var_dir: Path) -> dict[str, str]:
 
 def test_migrate_check_and_create_a_job_on_the_embedded_sqlite_default(tmp_path):
     """`migrate` and `check` succeed with nothing configured; a job created through the API is
-    stored with its first execution in var/tickwork.sqlite3 (here: TICKWORK_VAR_DIR); health is 200
-    with the serverless broker; the dashboard's pages render for staff."""
+    stored with its first execution in var/tickwork.sqlite3 (here: TICKWORK_VAR_DIR); health finds
+    the database and the serverless broker, and (no dispatcher runs here) answers 503 naming the
+    dispatcher; the dashboard's pages render for staff."""
     env = embedded_env(tmp_path)
 
     run(["manage.py", "migrate", "--noinput"], env)
@@ -129,7 +130,9 @@ def test_migrate_check_and_create_a_job_on_the_embedded_sqlite_default(tmp_path)
     assert job["state"] == "ACTIVE" and job["nextFireAt"].endswith("Z")
     assert report["detail"] == [200, 1]
     assert report["preview"] == 200
-    assert report["health"] == [200, {"database": "ok", "broker": "ok", "status": "ok"}]
+    status, health = report["health"]
+    assert status == 503 and (health["database"], health["broker"], health["status"]) == ("ok", "ok", "unavailable")
+    assert health["dispatcher"].startswith("no dispatcher seen")
     assert report["rows"] == [1, 1]
     # The dashboard's pages render on SQLite too (its executions walk once used a UNION SQLite refuses).
     assert set(report["pages"].values()) == {200}, report["pages"]

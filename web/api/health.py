@@ -3,19 +3,32 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from web.health import check_broker, check_database
+from executions.clock import db_now
+from web.health import check_broker, check_database, check_role, check_workers
+
+# What makes the scheduler unavailable (503), and what only degrades it (200, said).
+_VITAL = ("database", "broker", "dispatcher")
 
 
 class HealthApi(APIView):
-    """200 when the database and the broker answer; 503 naming what does not."""
+    """200 when the database and the broker answer and a dispatcher has been seen within its
+    bound; 503 naming what is wrong otherwise. A missing sweeper or no live worker is said
+    (status "degraded") but answers 200: the API still takes and keeps work."""
 
     permission_classes = [AllowAny]
     authentication_classes: list = []
 
     @extend_schema(responses={200: dict, 503: dict})
     def get(self, request):
-        problems = {"database": check_database(), "broker": check_broker()}
-        body = {name: problem or "ok" for name, problem in problems.items()}
-        healthy = not any(problems.values())
-        body["status"] = "ok" if healthy else "unavailable"
-        return Response(body, status=200 if healthy else 503)
+        problems: dict[str, str | None] = {"database": check_database(), "broker": check_broker()}
+        body: dict = {}
+        if problems["database"] is None:
+            now = db_now()
+            problems["dispatcher"], dispatcher = check_role("dispatcher", now)
+            problems["sweeper"], sweeper = check_role("sweeper", now)
+            problems["workers"], workers = check_workers(now)
+            body["roles"] = {"dispatcher": dispatcher, "sweeper": sweeper, "workers": workers}
+        body.update({name: problem or "ok" for name, problem in problems.items()})
+        unavailable = any(problems.get(name) for name in _VITAL)
+        body["status"] = "unavailable" if unavailable else ("degraded" if any(problems.values()) else "ok")
+        return Response(body, status=503 if unavailable else 200)

@@ -161,12 +161,83 @@ def test_preview_at_the_end_of_time_is_400_not_500(api):
 # --- GET /v1/health ---------------------------------------------------------------------------------
 
 
-def test_health_is_200_when_database_and_broker_answer(client):
-    """Health needs no token: 200 with database and broker "ok"."""
+@pytest.fixture
+def roles_up(db):
+    """A dispatcher, a sweeper and a worker that have just reported, as running ones do."""
+    from executions.clock import db_now
+    from pools.roles import RoleBeat
+    from testing.steps import capacity
+
+    beats = [RoleBeat(kind, clock=db_now) for kind in ("dispatcher", "sweeper")]
+    for beat in beats:
+        beat.started()
+    capacity(db_now(), slots=4)
+    return beats
+
+
+def test_health_is_200_when_database_broker_and_roles_answer(client, roles_up):
+    """Health needs no token: 200 with database, broker, dispatcher, sweeper and workers "ok",
+    and what the registries say of each role."""
     response = client.get("/v1/health")
 
     assert response.status_code == 200
-    assert response.json() == {"database": "ok", "broker": "ok", "status": "ok"}
+    body = response.json()
+    assert {k: body[k] for k in ("database", "broker", "dispatcher", "sweeper", "workers", "status")} == {
+        "database": "ok",
+        "broker": "ok",
+        "dispatcher": "ok",
+        "sweeper": "ok",
+        "workers": "ok",
+        "status": "ok",
+    }
+    [dispatcher] = body["roles"]["dispatcher"]["processes"]
+    assert dispatcher["pid"] > 0 and dispatcher["lastError"] is None
+    assert body["roles"]["workers"]["live"] == 1 and body["roles"]["workers"]["pools"]["default"]["slots"] == 4
+
+
+def test_health_is_503_when_no_dispatcher_was_ever_seen(client, db):
+    """Without a dispatcher nothing due ever starts: 503 naming it (a sweeper and workers missing
+    are said too)."""
+    response = client.get("/v1/health")
+
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "unavailable"
+    assert body["dispatcher"].startswith("no dispatcher seen")
+    assert body["sweeper"].startswith("no sweeper seen") and body["workers"].startswith("no live worker")
+
+
+def test_health_is_503_when_the_dispatcher_fails_every_unit_of_work(client, roles_up, settings):
+    """A dispatcher that runs but fails every claim is not seen finishing one: past the bound,
+    503 with its last error (the embedded dispatcher once failed every second under a 200)."""
+    from datetime import timedelta
+
+    from executions.clock import db_now
+    from pools.models import Role
+
+    settings.TICKWORK_HEALTH_DISPATCHER_SECONDS = 5
+    dispatcher = roles_up[0]
+    Role.objects.filter(pk=dispatcher.row_id).update(last_seen_at=db_now() - timedelta(seconds=20))
+    dispatcher.failed(TypeError("can't compare offset-naive and offset-aware datetimes"))
+
+    response = client.get("/v1/health")
+
+    assert response.status_code == 503
+    assert "no dispatcher has finished a unit of work for 2" in response.json()["dispatcher"]
+    assert response.json()["dispatcher"].endswith(
+        "its last error: TypeError: can't compare offset-naive and offset-aware datetimes"
+    )
+
+
+def test_health_is_200_but_degraded_without_a_sweeper(client, roles_up):
+    from pools.models import Role
+
+    Role.objects.filter(kind="sweeper").update(stopped_at=Role.objects.get(kind="sweeper").last_seen_at)
+
+    response = client.get("/v1/health")
+
+    assert response.status_code == 200
+    assert response.json()["status"] == "degraded" and response.json()["sweeper"].startswith("no sweeper seen")
 
 
 @pytest.fixture
@@ -184,7 +255,7 @@ def unreachable_broker(monkeypatch):
     app.conf.update(saved)
 
 
-def test_health_is_503_naming_the_broker_when_it_cannot_be_reached(client, unreachable_broker):
+def test_health_is_503_naming_the_broker_when_it_cannot_be_reached(client, unreachable_broker, roles_up):
     """With the broker at a closed port, health answers 503 and says the broker is unreachable
     (the database still "ok")."""
     response = client.get("/v1/health")
@@ -196,7 +267,7 @@ def test_health_is_503_naming_the_broker_when_it_cannot_be_reached(client, unrea
     assert "broker unreachable" in data["broker"]
 
 
-def test_health_recovers_when_the_broker_is_back(client, unreachable_broker):
+def test_health_recovers_when_the_broker_is_back(client, unreachable_broker, roles_up):
     """Health is checked on every call: once the broker answers again, it is 200 again."""
     from scheduler_project.celery import app
 
