@@ -4,8 +4,10 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from dashboard.views import static_asset
+from web.api.events import EventDetailApi, EventListCreateApi
 from web.api.executions import ExecutionCancelApi, ExecutionDetailApi, ExecutionListApi, ExecutionRetryApi
 from web.api.health import HealthApi
+from web.api.hooks import HookApi
 from web.api.index import ApiIndexApi
 from web.api.job_versions import JobVersionListApi, JobVersionRestoreApi
 from web.api.jobs import (
@@ -35,6 +37,9 @@ api = [
     path("executions/<str:execution_id>", ExecutionDetailApi.as_view(), name="execution-detail"),
     path("executions/<str:execution_id>/cancel", ExecutionCancelApi.as_view(), name="execution-cancel"),
     path("executions/<str:execution_id>/retry", ExecutionRetryApi.as_view(), name="execution-retry"),
+    path("events", EventListCreateApi.as_view(), name="event-list"),
+    path("events/<str:event_id>", EventDetailApi.as_view(), name="event-detail"),
+    path("hooks/<str:tenant>/<str:event_name>", HookApi.as_view(), name="hook"),
     path("pools", PoolListApi.as_view(), name="pool-list"),
     path("schedule/preview", SchedulePreviewApi.as_view(), name="schedule-preview"),
     path("health", HealthApi.as_view(), name="health"),
