@@ -58,8 +58,8 @@ class SweepResult:
     republished: int = 0
     pruned: int = 0
     jobs_pruned: int = 0
-    events_pruned: int = 0
     workers_forgotten: int = 0
+    events_pruned: int = 0
 
     def total(self) -> int:
         return sum(getattr(self, f.name) for f in fields(self))
@@ -114,9 +114,9 @@ def run_once(*, now: datetime, publisher: Publisher, config: SweeperSettings | N
         republished=republish(now=now, limit=limit, publisher=publisher, publish_grace=config.publish_grace),
         pruned=transitions.prune_many(before=now - config.retention, limit=limit),
         jobs_pruned=jobs_prune(before=now - config.retention, limit=limit),
+        workers_forgotten=registry.prune(now=now, older_than=WORKER_RETENTION),
         # Never sooner than events' idempotency keys last, whatever the retention (events_prune).
         events_pruned=events_prune(now=now, retention=config.retention, limit=limit),
-        workers_forgotten=registry.prune(now=now, older_than=WORKER_RETENTION),
     )
     if result.total():
         logger.info("sweep: %s", result)
