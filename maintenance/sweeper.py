@@ -1,4 +1,5 @@
-"""The sweeper: take back what crashed, stalled or overstayed, and prune history.
+"""The sweeper: take back what crashed, stalled or overstayed, and prune history (executions,
+ended jobs, events, forgotten workers).
 
 `run_once` is one unit of work and returns counts; each of its steps is one named, set-based,
 batch-limited transition (SKIP LOCKED on PostgreSQL, so any number of sweepers can run). `serve`
@@ -15,6 +16,7 @@ from django.db import close_old_connections, transaction
 
 from background.loop import StopFlag, run_forever
 from background.publisher import Dispatch, Publisher
+from events.services import events_prune
 from executions import runs, transitions
 from executions.clock import db_now
 from executions.scheduling import jobs_prune
@@ -60,6 +62,7 @@ class SweepResult:
     jobs_pruned: int = 0
     runs_pruned: int = 0
     workers_forgotten: int = 0
+    events_pruned: int = 0
 
     def total(self) -> int:
         return sum(getattr(self, f.name) for f in fields(self))
@@ -117,6 +120,8 @@ def run_once(*, now: datetime, publisher: Publisher, config: SweeperSettings | N
         jobs_pruned=jobs_prune(before=now - config.retention, limit=limit),
         workers_forgotten=registry.prune(now=now, older_than=WORKER_RETENTION)
         + roles.prune(now=now, older_than=WORKER_RETENTION),
+        # Never sooner than events' idempotency keys last, whatever the retention (events_prune).
+        events_pruned=events_prune(now=now, retention=config.retention, limit=limit),
     )
     if result.total():
         logger.info("sweep: %s", result)

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "jobs",
     "pools",
     "executions",
+    "events",
     "dispatcher",
     "worker",
     "maintenance",

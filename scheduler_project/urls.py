@@ -4,8 +4,10 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from dashboard.views import static_asset
+from web.api.events import EventDetailApi, EventListCreateApi
 from web.api.executions import ExecutionCancelApi, ExecutionDetailApi, ExecutionListApi, ExecutionRetryApi
 from web.api.health import HealthApi
+from web.api.hooks import HookApi
 from web.api.index import ApiIndexApi
 from web.api.job_versions import JobVersionListApi, JobVersionRestoreApi
 from web.api.jobs import (
@@ -42,6 +44,9 @@ api = [
     path("pools", PoolListApi.as_view(), name="pool-list"),
     path("schedule/preview", SchedulePreviewApi.as_view(), name="schedule-preview"),
     path("health", HealthApi.as_view(), name="health"),
+    path("events", EventListCreateApi.as_view(), name="event-list"),
+    path("events/<str:event_id>", EventDetailApi.as_view(), name="event-detail"),
+    path("hooks/<str:tenant>/<str:event_name>", HookApi.as_view(), name="hook"),
     path("schema", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
     # Split: Swagger UI's start-up script is a file of its own, which the Content-Security-Policy allows.
     path("docs", SpectacularSwaggerSplitView.as_view(url_name="schema", permission_classes=[]), name="docs"),

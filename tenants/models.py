@@ -1,5 +1,6 @@
 import hashlib
 import secrets
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
@@ -7,6 +8,10 @@ from django.db import models
 
 def _new_signing_secret() -> str:
     return secrets.token_hex(32)
+
+
+# How long an inbound secret still verifies after it was rotated out: senders move over meanwhile.
+INBOUND_ROTATION_GRACE = timedelta(hours=1)
 
 
 class Tenant(models.Model):
@@ -22,6 +27,13 @@ class Tenant(models.Model):
     submit_rate_per_minute = models.PositiveIntegerField(null=True, blank=True)
     # Secret for the HMAC signature the built-in `http` handler puts on outgoing calls.
     signing_secret = models.CharField(max_length=128, default=_new_signing_secret)
+    # Secrets that inbound webhooks (POST /v1/hooks/<slug>/<event>) are signed with: made on first
+    # use (`manage.py inbound_secret`); after a rotation the previous one still verifies for
+    # INBOUND_ROTATION_GRACE from `inbound_secret_rotated_at` (the database's clock), so senders
+    # can move over. Not editable: the admin never shows or changes them.
+    inbound_secret = models.CharField(max_length=128, blank=True, editable=False)
+    inbound_secret_previous = models.CharField(max_length=128, blank=True, editable=False)
+    inbound_secret_rotated_at = models.DateTimeField(null=True, blank=True, editable=False)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="tenants")
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -1,4 +1,6 @@
-from tenants.models import ApiToken, Tenant
+from datetime import datetime
+
+from tenants.models import INBOUND_ROTATION_GRACE, ApiToken, Tenant
 
 
 def token_lookup(*, raw: str) -> ApiToken | None:
@@ -41,3 +43,14 @@ def tenant_for_create(*, scope: list[int] | None, slug: str | None) -> Tenant | 
         return tenants.filter(slug=slug).first()
     candidates = list(tenants[:2])
     return candidates[0] if len(candidates) == 1 else None
+
+
+def inbound_secrets(*, tenant: Tenant, now: datetime) -> list[str]:
+    """The secrets an inbound webhook of the tenant may be signed with at `now`: its current one
+    and, within INBOUND_ROTATION_GRACE of a rotation, the one rotated out. [] for a tenant that
+    has never had one (no webhook of it verifies)."""
+    found = [tenant.inbound_secret] if tenant.inbound_secret else []
+    rotated_at = tenant.inbound_secret_rotated_at
+    if tenant.inbound_secret_previous and rotated_at is not None and now < rotated_at + INBOUND_ROTATION_GRACE:
+        found.append(tenant.inbound_secret_previous)
+    return found

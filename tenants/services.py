@@ -1,4 +1,5 @@
 import secrets
+from datetime import datetime
 
 from django.db import transaction
 
@@ -52,3 +53,32 @@ def submit_rate_check(*, tenant: Tenant, now, count: int = 1) -> str | None:
             cache.decr(key, count)
         return f"tenant '{tenant.slug}' may submit {tenant.submit_rate_per_minute} jobs per minute; try again shortly"
     return None
+
+
+def _new_inbound_secret() -> str:
+    # Prefixed so that one found in a log or a config file says what it is.
+    return "whsec_" + secrets.token_hex(32)
+
+
+@transaction.atomic
+def inbound_secret_ensure(*, tenant: Tenant) -> str:
+    """The tenant's inbound webhook secret, made now if it has none. Under the tenant row's lock,
+    so two first calls at once agree on one secret."""
+    locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    if not locked.inbound_secret:
+        locked.inbound_secret = _new_inbound_secret()
+        locked.save(update_fields=["inbound_secret"])
+    return locked.inbound_secret
+
+
+@transaction.atomic
+def inbound_secret_rotate(*, tenant: Tenant, now: datetime) -> str:
+    """A new inbound secret, which verifies from now on. The one it replaces still verifies until
+    `now` + INBOUND_ROTATION_GRACE, and not after (tenants.selectors.inbound_secrets). One previous
+    secret is kept: a second rotation within the grace ends the first one's old secret at once."""
+    locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    locked.inbound_secret_previous = locked.inbound_secret
+    locked.inbound_secret = _new_inbound_secret()
+    locked.inbound_secret_rotated_at = now
+    locked.save(update_fields=["inbound_secret", "inbound_secret_previous", "inbound_secret_rotated_at"])
+    return locked.inbound_secret

@@ -14,6 +14,7 @@ PRODUCT = [
     "jobs",
     "pools",
     "executions",
+    "events",
     "background",
     "dispatcher",
     "worker",

@@ -14,8 +14,6 @@ reused outside the worker.
 from __future__ import annotations
 
 import codecs
-import hashlib
-import hmac
 import ipaddress
 import json
 import socket
@@ -32,6 +30,9 @@ from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTimeoutError
 
+# One implementation of the signature for what we send and what webhooks send us.
+from tenants.signing import SIGNATURE_HEADER, sign
+
 __all__ = [
     "IDEMPOTENCY_HEADER",
     "MAX_RESPONSE_BYTES",
@@ -42,7 +43,6 @@ __all__ = [
     "sign",
 ]
 
-SIGNATURE_HEADER = "X-Tickwork-Signature"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 # Results are stored on the execution row; an unbounded body would let one
 # chatty endpoint bloat the database (and the worker's memory).
@@ -66,17 +66,6 @@ Resolver = Callable[..., Sequence[tuple[Any, ...]]]
 
 class HttpCallError(Exception):
     """The call failed; the message is meant for the execution log as-is."""
-
-
-def sign(secret: str, timestamp: int, body: bytes) -> str:
-    """Value for the ``X-Tickwork-Signature`` header: ``t=<ts>,v1=<hex>``.
-
-    The timestamp is inside the MAC (Stripe's scheme) so a receiver can
-    reject captured requests replayed later, not just tampered ones.
-    """
-    signed = f"{timestamp}.".encode() + body
-    digest = hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
-    return f"t={timestamp},v1={digest}"
 
 
 def perform_request(

@@ -24,6 +24,9 @@ ENDPOINTS = [
     ("pools", "pools", "per pool: workers, slots, busy, admitted, due backlog (the autoscaling signal)"),
     ("schedulePreview", "schedule/preview", "next fire times of a cron schedule (no token needed)"),
     ("health", "health", "200 when the database and broker answer (no token needed)"),
+    ("events", "events", "post an event (POST: starts the event jobs it matches) and list events"),
+    ("event", "events/{eventId}", "an event and what it started"),
+    ("hook", "hooks/{tenant}/{eventName}", "POST: an inbound webhook, signed (X-Tickwork-Signature), no token"),
     ("schema", "schema", "the OpenAPI 3 schema (no token needed)"),
     ("docs", "docs", "the API docs, Swagger UI (no token needed)"),
 ]

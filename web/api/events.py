@@ -1,0 +1,105 @@
+"""POST /v1/events (post an event: what it matches starts), GET /v1/events and /v1/events/{id}."""
+
+from django.http import Http404
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from events.models import EventSource
+from events.selectors import event_get, event_list
+from events.services import IDEMPOTENCY_WINDOW, event_receive
+from executions.clock import db_now
+from tenants.models import Tenant
+from tenants.selectors import scope_of, tenant_for_create
+from web.api.event_filters import EventFilter
+from web.api.event_serializers import EventAcceptedSerializer, EventInputSerializer, EventSerializer
+from web.rest import Pagination
+from web.schema import ERROR_REF
+
+IDEMPOTENCY_CONFLICT = OpenApiResponse(
+    ERROR_REF, description="The Idempotency-Key was used with another name or payload."
+)
+
+MAX_KEY_LENGTH = 255
+_WINDOW_HOURS = int(IDEMPOTENCY_WINDOW.total_seconds() // 3600)
+IDEMPOTENCY_PARAMETER = OpenApiParameter(
+    "Idempotency-Key",
+    {"type": "string", "maxLength": MAX_KEY_LENGTH},
+    OpenApiParameter.HEADER,
+    description=f"The same key, name and payload again (for at least {_WINDOW_HOURS} hours) answer what the first "
+    "request did and start nothing; the key with another name or payload, 409.",
+)
+POST_DESCRIPTION = """Store the event and, in the same transaction, start one run of every ACTIVE event job of the
+tenant whose `on` is the event's name and whose `filter` the payload satisfies (each of the filter's keys
+present in the payload with an equal JSON value: `1` and `"1"` differ). Paused and cancelled jobs do not
+start. An event that matches nothing is stored all the same, with `matched` 0. Answers 202 with what it
+started."""
+
+
+class EventPagination(Pagination):
+    """Events, newest received first."""
+
+    ordering = "-received_at"
+
+
+def idempotency_key_of(request) -> str | None:
+    key = request.headers.get("Idempotency-Key") or None
+    if key is not None and len(key) > MAX_KEY_LENGTH:
+        raise serializers.ValidationError({"Idempotency-Key": [f"must be at most {MAX_KEY_LENGTH} characters"]})
+    return key
+
+
+def _tenant_to_post_in(request, slug: str | None) -> Tenant:
+    """A token posts in its own tenant; a session names one it may use (as a job's create does)."""
+    token_tenant = getattr(request.user, "tenant", None)
+    if token_tenant is not None:
+        if slug and slug != token_tenant.slug:
+            raise serializers.ValidationError({"tenant": ["a token posts events only in its own tenant"]})
+        return token_tenant
+    tenant = tenant_for_create(scope=scope_of(user=request.user), slug=slug)
+    if tenant is not None:
+        return tenant
+    if slug:
+        raise serializers.ValidationError({"tenant": [f"unknown tenant '{slug}'"]})
+    raise serializers.ValidationError({"tenant": ["is required for a session that can see several tenants"]})
+
+
+class EventListCreateApi(generics.ListAPIView):
+    serializer_class = EventSerializer
+    filterset_class = EventFilter
+    pagination_class = EventPagination
+
+    def get_queryset(self):
+        return event_list(scope=scope_of(user=self.request.user))
+
+    @extend_schema(
+        request=EventInputSerializer,
+        responses={202: EventAcceptedSerializer, 409: IDEMPOTENCY_CONFLICT},
+        parameters=[IDEMPOTENCY_PARAMETER],
+        description=POST_DESCRIPTION,
+    )
+    def post(self, request):
+        key = idempotency_key_of(request)
+        serializer = EventInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        received = event_receive(
+            tenant=_tenant_to_post_in(request, data.get("tenant")),
+            name=data["name"],
+            payload=data["payload"],
+            source=EventSource.API,
+            now=db_now(),
+            idempotency_key=key,
+        )
+        # 202 for a replay too: the same request answers the same, however often it is sent.
+        return Response(EventAcceptedSerializer(received.event).data, status=status.HTTP_202_ACCEPTED)
+
+
+class EventDetailApi(APIView):
+    @extend_schema(responses=EventSerializer)
+    def get(self, request, event_id):
+        event = event_get(scope=scope_of(user=request.user), event_id=event_id)
+        if event is None:
+            raise Http404("no such event")
+        return Response(EventSerializer(event).data)
