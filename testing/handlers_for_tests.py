@@ -62,3 +62,9 @@ def nul_result(ctx: HandlerContext):
 def upstream(ctx: HandlerContext):
     """A workflow step that returns its name, what its upstream steps returned and its payload."""
     return {"step": ctx.step, "upstream": ctx.upstream, "payload": ctx.payload}
+
+
+@register("test-event")
+def event(ctx: HandlerContext):
+    """Returns the event that started its run (ctx.event), and its step's name if it is one."""
+    return {"event": ctx.event, "step": ctx.step}

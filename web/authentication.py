@@ -1,8 +1,8 @@
 from django.utils import timezone
-from rest_framework import authentication, exceptions
+from rest_framework import authentication, exceptions, serializers
 
-from tenants.models import ApiToken
-from tenants.selectors import token_lookup
+from tenants.models import ApiToken, Tenant
+from tenants.selectors import scope_of, tenant_for_create, token_lookup
 
 
 class TokenPrincipal:
@@ -53,3 +53,20 @@ def actor_of(request) -> str:
         named = f"{token.name} ({token.key_prefix})" if token.name else token.key_prefix
         return f"token {named} of {token.tenant.slug}"
     return f"user {request.user.get_username()}"
+
+
+def tenant_to_write_in(request, slug: str | None, *, what: str) -> Tenant:
+    """The tenant a request writes in (creates `what`, e.g. "jobs", "events"): a token's own; a
+    session's named one among those it may use, or its only one. A token naming another tenant is
+    refused rather than ignored: the caller has a mistake to learn of."""
+    token_tenant = getattr(request.user, "tenant", None)
+    if token_tenant is not None:
+        if slug and slug != token_tenant.slug:
+            raise serializers.ValidationError({"tenant": [f"a token writes {what} only in its own tenant"]})
+        return token_tenant
+    tenant = tenant_for_create(scope=scope_of(user=request.user), slug=slug)
+    if tenant is not None:
+        return tenant
+    if slug:
+        raise serializers.ValidationError({"tenant": [f"unknown tenant '{slug}'"]})
+    raise serializers.ValidationError({"tenant": ["is required for a session that can see several tenants"]})

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection, transaction
 
 from background.process_thread import ProcessThread
+from events.selectors import event_for_handler
 from executions import runs, transitions
 from executions.clock import db_now
 from executions.models import Execution
@@ -403,6 +404,7 @@ def run(*, execution_id: str, lease_token: int, defer_success: bool = False) -> 
         run_id=str(row.run_id) if row.run_id else None,
         step=row.step,
         _upstream=functools.partial(runs.upstream_results, run_id=row.run_id, step=row.step) if row.run_id else None,
+        _event=functools.partial(event_for_handler, row.event_id) if row.event_id else None,
     )
     heartbeats = Heartbeats.of_process()
     beat = heartbeats.add(ctx, lease_token, lease=lease, grace=settings.TICKWORK_CANCEL_GRACE_SECONDS)

@@ -1,14 +1,11 @@
 """An event's public shape (camelCase, as the API contract writes it) and its validation."""
 
-import json
-from typing import Any
-
-from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from events.models import EVENT_NAME_MAX_LENGTH, EVENT_NAME_PATTERN, EventSource
 from jobs.payloads import StrictSerializer
+from web.api.job_fields import payload_problem
 
 NAME_HELP = (
     "The event's name, e.g. `invoice.paid`: 1 to 200 of the characters A-Z, a-z, 0-9, `.`, `_`, `:`, `-`. "
@@ -32,18 +29,6 @@ class EventNameField(serializers.RegexField):
         if not isinstance(data, str):
             raise serializers.ValidationError("must be a string")
         return super().to_internal_value(data)
-
-
-def payload_problem(value: Any) -> str | None:
-    """Why `value` cannot be an event's payload (not an object, or over TICKWORK_MAX_PAYLOAD_BYTES
-    as compact JSON, as a job's payload is measured), or None."""
-    if not isinstance(value, dict):
-        return "must be a JSON object"
-    size = len(json.dumps(value, separators=(",", ":")).encode())
-    limit = settings.TICKWORK_MAX_PAYLOAD_BYTES
-    if size > limit:
-        return f"is {size} bytes; the limit is {limit} (TICKWORK_MAX_PAYLOAD_BYTES)"
-    return None
 
 
 @extend_schema_field({"type": "object", "additionalProperties": True})

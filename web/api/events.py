@@ -10,10 +10,10 @@ from events.models import EventSource
 from events.selectors import event_get, event_list
 from events.services import IDEMPOTENCY_WINDOW, event_receive
 from executions.clock import db_now
-from tenants.models import Tenant
-from tenants.selectors import scope_of, tenant_for_create
+from tenants.selectors import scope_of
 from web.api.event_filters import EventFilter
 from web.api.event_serializers import EventAcceptedSerializer, EventInputSerializer, EventSerializer
+from web.authentication import tenant_to_write_in
 from web.rest import Pagination
 from web.schema import ERROR_REF
 
@@ -50,21 +50,6 @@ def idempotency_key_of(request) -> str | None:
     return key
 
 
-def _tenant_to_post_in(request, slug: str | None) -> Tenant:
-    """A token posts in its own tenant; a session names one it may use (as a job's create does)."""
-    token_tenant = getattr(request.user, "tenant", None)
-    if token_tenant is not None:
-        if slug and slug != token_tenant.slug:
-            raise serializers.ValidationError({"tenant": ["a token posts events only in its own tenant"]})
-        return token_tenant
-    tenant = tenant_for_create(scope=scope_of(user=request.user), slug=slug)
-    if tenant is not None:
-        return tenant
-    if slug:
-        raise serializers.ValidationError({"tenant": [f"unknown tenant '{slug}'"]})
-    raise serializers.ValidationError({"tenant": ["is required for a session that can see several tenants"]})
-
-
 class EventListCreateApi(generics.ListAPIView):
     serializer_class = EventSerializer
     filterset_class = EventFilter
@@ -85,7 +70,7 @@ class EventListCreateApi(generics.ListAPIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         received = event_receive(
-            tenant=_tenant_to_post_in(request, data.get("tenant")),
+            tenant=tenant_to_write_in(request, data.get("tenant"), what="events"),
             name=data["name"],
             payload=data["payload"],
             source=EventSource.API,

@@ -23,8 +23,9 @@ from executions.clock import db_now
 from tenants import signing
 from tenants.models import Tenant
 from web import json_input
-from web.api.event_serializers import EventAcceptedSerializer, EventNameField, payload_problem
+from web.api.event_serializers import EventAcceptedSerializer, EventNameField
 from web.api.events import IDEMPOTENCY_CONFLICT, IDEMPOTENCY_PARAMETER, idempotency_key_of
+from web.api.job_fields import payload_problem
 from web.rest import PayloadTooLarge, request_body_limit
 from web.schema import ERROR_REF
 

@@ -2,9 +2,12 @@
 job's serializer (web/api/job_serializers.py) and a workflow's steps (web/api/workflow_serializers.py)."""
 
 import functools
+import json
 import zoneinfo
 from datetime import datetime
+from typing import Any
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -155,3 +158,15 @@ class RetryPolicySerializer(StrictSerializer):
         if "maxDelayMs" in attrs and "initialDelayMs" in attrs and attrs["maxDelayMs"] < attrs["initialDelayMs"]:
             raise serializers.ValidationError({"maxDelayMs": ["must be at least initialDelayMs"]})
         return attrs
+
+
+def payload_problem(value: Any) -> str | None:
+    """Why `value` cannot be a payload (a job's, a step's, an event's): not an object, or over
+    TICKWORK_MAX_PAYLOAD_BYTES as compact JSON; or None."""
+    if not isinstance(value, dict):
+        return "must be a JSON object"
+    size = len(json.dumps(value, separators=(",", ":")).encode())
+    limit = settings.TICKWORK_MAX_PAYLOAD_BYTES
+    if size > limit:
+        return f"is {size} bytes; the limit is {limit} (TICKWORK_MAX_PAYLOAD_BYTES)"
+    return None

@@ -10,6 +10,7 @@ from executions.scheduling import MAX_BULK_JOBS
 from jobs import cron, registry
 from jobs.models import ConcurrencyPolicy, Job, JobType, MisfirePolicy, Priority
 from jobs.payloads import StrictSerializer
+from web.api.event_serializers import EventNameField
 from web.api.execution_serializers import ExecutionSerializer
 from web.api.job_fields import (
     AwareDateTimeField,
@@ -20,7 +21,7 @@ from web.api.job_fields import (
     TargetSerializer,
     TimezoneField,
 )
-from web.api.workflow_serializers import EVENT_NAME_PATTERN, EventFilterField, WorkflowSerializer, payload_object
+from web.api.workflow_serializers import EventFilterField, WorkflowSerializer, payload_object
 
 MAX_DELAY_SEC = 10 * 365 * 86400
 HASH_SEED_BEFORE_CREATE = "00000000-0000-0000-0000-000000000000"
@@ -46,9 +47,7 @@ class JobInputSerializer(StrictSerializer):
     workflow = WorkflowSerializer(
         required=False, help_text="Steps to run on each fire instead of one `target`; each has its own target."
     )
-    on = serializers.RegexField(
-        EVENT_NAME_PATTERN, max_length=200, required=False, help_text="EVENT jobs: the event's name it runs for."
-    )
+    on = EventNameField(required=False, help_text="EVENT jobs: the name of the events it runs for (an event's `name`).")
     filter = EventFilterField(required=False, allow_null=True)
     payload = PayloadField(required=False)
     retryPolicy = RetryPolicySerializer(required=False)

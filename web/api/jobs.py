@@ -28,7 +28,7 @@ from jobs import cron
 from jobs.models import Job
 from jobs.selectors import job_get, job_list
 from tenants.models import Tenant
-from tenants.selectors import scope_of, tenant_for_create
+from tenants.selectors import scope_of
 from web.api.execution_serializers import ExecutionSerializer
 from web.api.job_fields import AwareDateTimeField, ScheduleField, TimezoneField
 from web.api.job_filters import JobFilter
@@ -44,7 +44,7 @@ from web.api.job_serializers import (
     bulk_items,
 )
 from web.api.resume_serializers import ResumePreviewSerializer, ResumeQuerySerializer
-from web.authentication import actor_of
+from web.authentication import actor_of, tenant_to_write_in
 from web.json_input import field_errors
 from web.rest import BulkJSONParser, ExecutionPagination, representer
 
@@ -67,22 +67,6 @@ def _job_or_404(request, job_id) -> Job:
     if job is None:
         raise Http404("no such job")
     return job
-
-
-def _tenant_for_create(request, slug: str | None) -> Tenant:
-    """A token creates in its own tenant; a session names one it may use."""
-    token_tenant = getattr(request.user, "tenant", None)
-    if token_tenant is not None:
-        if slug and slug != token_tenant.slug:
-            # Refused rather than ignored: a caller naming another tenant has a mistake to learn of.
-            raise serializers.ValidationError({"tenant": ["a token creates jobs only in its own tenant"]})
-        return token_tenant
-    tenant = tenant_for_create(scope=scope_of(user=request.user), slug=slug)
-    if tenant is not None:
-        return tenant
-    if slug:
-        raise serializers.ValidationError({"tenant": [f"unknown tenant '{slug}'"]})
-    raise serializers.ValidationError({"tenant": ["is required for a session that can see several tenants"]})
 
 
 class JobListCreateApi(generics.ListAPIView):
@@ -111,7 +95,7 @@ class JobListCreateApi(generics.ListAPIView):
             raise serializers.ValidationError({"Idempotency-Key": ["must be at most 255 characters"]})
         serializer = JobInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        tenant = _tenant_for_create(request, serializer.validated_data.get("tenant"))
+        tenant = tenant_to_write_in(request, serializer.validated_data.get("tenant"), what="jobs")
         try:
             result = job_create(
                 tenant=tenant,
@@ -212,7 +196,7 @@ def _validate_bulk(request, items: list) -> tuple[Tenant | None, list[dict[str, 
             slug = data.get("tenant")
             if slug not in tenants:
                 try:
-                    tenants[slug] = _tenant_for_create(request, slug)
+                    tenants[slug] = tenant_to_write_in(request, slug, what="jobs")
                 except serializers.ValidationError as exc:
                     tenants[slug] = exc
             found = tenants[slug]

@@ -2,33 +2,22 @@
 the API takes them. The graph's rules (unique names, known dependencies, no cycle, at most 100
 steps) are jobs/workflow.py's; each step's target, payload and policies are checked as a job's."""
 
-import json
 from typing import Any
 
-from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs import registry, workflow
 from jobs.payloads import StrictSerializer
-from web.api.job_fields import PayloadField, RetryPolicySerializer, TargetSerializer
+from web.api.job_fields import PayloadField, RetryPolicySerializer, TargetSerializer, payload_problem
 
 NAME_PATTERN = r"^[A-Za-z0-9_.:-]{1,100}$"
-EVENT_NAME_PATTERN = r"^[A-Za-z0-9_.:-]{1,200}$"
-
-
-def payload_size_error(value: Any) -> str | None:
-    size = len(json.dumps(value, separators=(",", ":")).encode())
-    limit = settings.TICKWORK_MAX_PAYLOAD_BYTES
-    return f"is {size} bytes; the limit is {limit}" if size > limit else None
 
 
 def payload_object(value: Any) -> dict:
-    """A payload as a job or a step takes it: a JSON object within the size limit."""
-    if not isinstance(value, dict):
-        raise serializers.ValidationError("must be a JSON object")
-    if error := payload_size_error(value):
-        raise serializers.ValidationError(error)
+    """A payload as a job or a step takes it (job_fields.payload_problem), or a ValidationError."""
+    if problem := payload_problem(value):
+        raise serializers.ValidationError(problem)
     return value
 
 
@@ -122,6 +111,4 @@ class EventFilterField(serializers.JSONField):
         for key, item in value.items():
             if isinstance(item, dict | list):
                 raise serializers.ValidationError(f"key '{key}': a value must be a string, number, boolean or null")
-        if error := payload_size_error(value):
-            raise serializers.ValidationError(error)
-        return value
+        return payload_object(value)
