@@ -168,14 +168,69 @@ class OneOffs(Feed):
         )
 
 
+class Events(Feed):
+    """Events posted as POST /v1/events stores them (events.services.event_receive), each matching
+    one EVENT job made up front: its run starts one noop execution, due the moment the event is
+    stored. Samples: `started_at` - the event's `received_at`."""
+
+    name = "event"
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        from executions.clock import db_now
+        from executions.scheduling import job_create
+
+        job_create(
+            tenant=self.tenant,
+            fields={
+                "name": self.job_name,
+                "type": "EVENT",
+                "event_name": "bench.happened",
+                "pool": self.pool,
+                "handler": "noop",
+            },
+            now=db_now(),
+        )
+
+    def submit(self, now: datetime) -> None:
+        from events.models import EventSource
+        from events.services import event_receive
+        from executions.clock import db_now
+
+        began = time.perf_counter()
+        # The time the API would stamp it with: the database's.
+        event_receive(tenant=self.tenant, name="bench.happened", payload={}, source=EventSource.API, now=db_now())
+        self.create_ms.append((time.perf_counter() - began) * 1000)
+        self.submitted += 1
+
+    def expected(self) -> int:
+        return self.submitted
+
+    def measure(self) -> dict:
+        from events.models import Event
+
+        received = dict(Event.objects.filter(tenant=self.tenant).values_list("id", "received_at"))
+        rows, first = _executions_and_first_events(self.executions())
+        total, claim, start = [], [], []
+        for r in rows:
+            claimed = first[(r["id"], "PENDING", "QUEUED")]
+            at = received[r["event_id"]]
+            total.append(_ms(r["started_at"] - at))
+            claim.append(_ms(claimed - at))
+            start.append(_ms(r["started_at"] - claimed))
+        return _summary(
+            total,
+            {"the event's commit, the dispatcher's wake-up and claim": claim, "publish, broker, worker start": start},
+            create_ms=self.create_ms,
+            runs=self.submitted,
+            retried=sum(1 for r in rows if r["attempt"] > 1),
+        )
+
+
 def event_feeds(*, tenant, pool: str, steps: int, chains: int, interval: float) -> list[Feed]:
-    """The hook for the issue's event → start lag, to be measured beside the two above on the same
-    schedule: a Feed whose `submit` stores an event that matches an EVENT job made up front
-    (events.services stores it and starts the matching jobs' runs), sampled as its run's first
-    `started_at` - the event's time, at the rate the other feeds start executions
-    (`chains * steps` turns, `interval / steps` apart). The events API is not on main yet; until
-    it is, there is none, and the stage reports no such figure."""
-    return []
+    """The event → start lag, measured beside the two above on the same schedule, at the rate a
+    chain starts executions (`chains * steps` events, `interval / steps` apart)."""
+    return [Events(tenant=tenant, pool=pool, steps=steps, count=chains * steps, interval=interval / steps)]
 
 
 # --- The probe --------------------------------------------------------------------------------------
@@ -253,7 +308,9 @@ def _executions_and_first_events(executions) -> tuple[list[dict], dict]:
 
     from executions.models import ExecutionEvent
 
-    rows = list(executions.values("id", "run_id", "step", "attempt", "scheduled_for", "started_at", "finished_at"))
+    rows = list(
+        executions.values("id", "run_id", "step", "event_id", "attempt", "scheduled_for", "started_at", "finished_at")
+    )
     events = (
         ExecutionEvent.objects.filter(execution__in=executions.values("id"))
         .values("execution_id", "from_state", "to_state")

@@ -32,7 +32,8 @@ def _free_port() -> int:
 
 @pytest.fixture
 def web(transactional_db, tmp_path):
-    """The web role on a free port, against this test's database; stopped at teardown."""
+    """The web role on a free port, against this test's database, with a dispatcher and a sweeper
+    beside it (so /v1/health answers as a running install's does); stopped at teardown."""
     if connection.vendor != "postgresql":
         pytest.skip("the schema test runs on PostgreSQL (DATABASE_URL)")
     port = _free_port()
@@ -56,12 +57,24 @@ def web(transactional_db, tmp_path):
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    roles = [
+        subprocess.Popen(
+            [sys.executable, "manage.py", command],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        for command in ("run_dispatcher", "run_sweeper")
+    ]
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
         while True:
             try:
-                if requests.get(f"{base}/v1/schema", timeout=5).status_code == 200:
+                # Health is 200 once the dispatcher has reported (degraded: no worker runs here).
+                if requests.get(f"{base}/v1/health", timeout=5).status_code == 200:
                     break
             except requests.ConnectionError:
                 pass
@@ -70,12 +83,14 @@ def web(transactional_db, tmp_path):
             time.sleep(0.2)
         yield base
     finally:
-        popen.terminate()
-        try:
-            popen.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            popen.kill()
-            popen.wait()
+        for process in (popen, *roles):
+            process.terminate()
+        for process in (popen, *roles):
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
         log.close()
         connection.close()
 

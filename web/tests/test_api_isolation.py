@@ -33,6 +33,9 @@ BY_ID = [
     ("get", "/v1/executions/{pending_execution}", None),
     ("post", "/v1/executions/{pending_execution}/cancel", None),
     ("post", "/v1/executions/{dead_execution}/retry", None),
+    ("get", "/v1/jobs/{workflow_job}/runs", None),
+    ("get", "/v1/runs/{run}", None),
+    ("post", "/v1/runs/{run}/cancel", None),
 ]
 IDS = [f"{method} {path}" for method, path, _ in BY_ID]
 
@@ -45,11 +48,15 @@ def others(other_tenant, make_job, drive) -> dict[str, str]:
     paused = make_job(other_tenant, type="CRON", name="globex paused")
     job_pause(job=paused, now=timezone.now())
     dead = drive(make_job(other_tenant, name="globex one-off").executions.get(), "DEAD")
+    step = {"name": "only", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": []}
+    flow = make_job(other_tenant, name="globex flow", workflow={"steps": [step]}, pool="", handler="")
     return {
         "active_job": str(active.pk),
         "paused_job": str(paused.pk),
         "pending_execution": str(active.executions.get().pk),
         "dead_execution": str(dead.pk),
+        "workflow_job": str(flow.pk),
+        "run": str(flow.runs.get().pk),
     }
 
 
