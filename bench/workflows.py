@@ -64,36 +64,23 @@ class Workflows:
             50: (lambda value, base: value <= 1.5 * base + 10.0, "≤ 1.5x baseline + 10 ms"),
             99: (lambda value, base: value <= 2 * base + 50.0, "≤ 2x baseline + 50 ms"),
         }
-        for q, (holds, target) in targets.items():
-            value, base = release[f"p{q}"], one_off[f"p{q}"]
-            self.bench.figures.append(
-                Figure(
-                    f"workflow release latency p{q}",
-                    "ms",
-                    value,
-                    base,
-                    "one-off start lag",
-                    target,
-                    holds(value, base),
-                    {"count": release["count"], "baseline_count": one_off["count"]},
-                )
-            )
         # An event's run goes the one-off's way too (its commit wakes the dispatcher, a claim): the
         # same targets against the same baseline.
-        for q, (holds, target) in targets.items():
-            value, base = event[f"p{q}"], one_off[f"p{q}"]
-            self.bench.figures.append(
-                Figure(
-                    f"event → start lag p{q}",
-                    "ms",
-                    value,
-                    base,
-                    "one-off start lag",
-                    target,
-                    holds(value, base),
-                    {"count": event["count"], "baseline_count": one_off["count"]},
+        for label, measured in (("workflow release latency", release), ("event → start lag", event)):
+            for q, (holds, target) in targets.items():
+                value, base = measured[f"p{q}"], one_off[f"p{q}"]
+                self.bench.figures.append(
+                    Figure(
+                        f"{label} p{q}",
+                        "ms",
+                        value,
+                        base,
+                        "one-off start lag",
+                        target,
+                        holds(value, base),
+                        {"count": measured["count"], "baseline_count": one_off["count"]},
+                    )
                 )
-            )
         self.bench.info["workflows"] = {
             "feed": result["feed"],
             **{
