@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard import run_views, views
+from dashboard import log_views, run_views, views
 
 app_name = "dashboard"
 
@@ -16,6 +16,7 @@ urlpatterns = [
     path("executions/", views.execution_list_view, name="executions"),
     path("executions/retry", views.executions_retry, name="executions-retry"),
     path("executions/<uuid:execution_id>/", views.execution_detail, name="execution-detail"),
+    path("executions/<uuid:execution_id>/logs", log_views.execution_logs, name="execution-logs"),
     path("executions/<uuid:execution_id>/<str:action>", views.execution_action, name="execution-action"),
     path("runs/<uuid:run_id>/", run_views.run_detail, name="run-detail"),
     path("audit/", views.audit_log, name="audit"),

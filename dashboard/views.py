@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from dashboard import forms, runs, selectors, services
+from dashboard import forms, logs, runs, selectors, services
 from dashboard.models import AuditOutcome
 from dashboard.services import ActionRefused, Actor, Target
 from executions.clock import db_now
@@ -513,6 +513,7 @@ def execution_detail(request: ScopedRequest, execution_id: uuid.UUID) -> HttpRes
             "can_cancel": execution.state in CANCELLABLE,
             "can_retry": execution.state in REDRIVABLE,
             "pending": pending_reasons([execution], now=db_now()).get(execution.pk),
+            "logs": logs.logs_panel(execution=execution, attempt=request.GET.get("logs")),
             "here": request.get_full_path(),
         },
     )

@@ -157,3 +157,39 @@ class ExecutionEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.execution_id} {self.from_state or '∅'}→{self.to_state}"
+
+
+class ExecutionLog(models.Model):
+    """A line a handler logged during one attempt (`ctx.log`, or the standard logging of its
+    thread), written by the worker in batches (worker/log_capture.py, executions/logs.py).
+
+    Keyed by attempt, not by lease: a worker whose lease moved on still writes its lines under
+    its own attempt, never under the new one's. `seq` counts the attempt's lines from 1 in the
+    order they were logged; a delivery of the same attempt after a release continues it."""
+
+    # log_line_position leads with it, so no index of its own.
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="log_lines", db_index=False)
+    attempt = models.PositiveIntegerField()
+    seq = models.PositiveIntegerField()
+    # The worker's wall clock when the line was logged: it orders nothing (seq does) and a line
+    # is worth its time as the handler saw it; the database's clock would cost a round trip.
+    at = models.DateTimeField()
+    level = models.CharField(max_length=16)
+    logger = models.CharField(max_length=200, blank=True)
+    message = models.TextField(blank=True)
+    # On the line that says an attempt's lines were dropped past its bound: how many. 0 on the rest.
+    dropped = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["attempt", "seq"]
+        constraints = [
+            # The order of the lines, their pages and the cascade from a pruned execution all walk it.
+            models.UniqueConstraint(fields=["execution", "attempt", "seq"], name="log_line_position"),
+        ]
+        indexes = [
+            # "Were lines dropped?" is asked of every page of lines: the few lines that say so.
+            models.Index(fields=["execution"], condition=Q(dropped__gt=0), name="log_line_dropped"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.execution_id} #{self.attempt}.{self.seq} {self.level}"

@@ -263,6 +263,10 @@ TICKWORK_SWEEP_SECONDS = float(os.environ.get("TICKWORK_SWEEP_SECONDS", "2.0"))
 TICKWORK_HEALTH_DISPATCHER_SECONDS = float(os.environ.get("TICKWORK_HEALTH_DISPATCHER_SECONDS", "30"))
 TICKWORK_HEALTH_SWEEPER_SECONDS = float(os.environ.get("TICKWORK_HEALTH_SWEEPER_SECONDS", "60"))
 TICKWORK_RETENTION_DAYS = int(os.environ.get("TICKWORK_RETENTION_DAYS", "30"))
+# What a handler logs during an attempt is kept with it (worker/log_capture.py): at most this many
+# lines per attempt (past it one line says how many more were dropped), each cut at this many bytes.
+TICKWORK_LOG_LINES_PER_ATTEMPT = int(os.environ.get("TICKWORK_LOG_LINES_PER_ATTEMPT", "1000"))
+TICKWORK_LOG_LINE_BYTES = int(os.environ.get("TICKWORK_LOG_LINE_BYTES", "8192"))
 TICKWORK_HTTP_ALLOW_PRIVATE = _env_bool("TICKWORK_HTTP_ALLOW_PRIVATE", False)
 TICKWORK_HTTP_TIMEOUT_SECONDS = float(os.environ.get("TICKWORK_HTTP_TIMEOUT_SECONDS", "10"))
 

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from dashboard.views import static_asset
 from web.api.events import EventDetailApi, EventListCreateApi
+from web.api.execution_logs import ExecutionLogsApi
 from web.api.executions import ExecutionCancelApi, ExecutionDetailApi, ExecutionListApi, ExecutionRetryApi
 from web.api.health import HealthApi
 from web.api.hooks import HookApi
@@ -39,6 +40,7 @@ api = [
     path("executions/<str:execution_id>", ExecutionDetailApi.as_view(), name="execution-detail"),
     path("executions/<str:execution_id>/cancel", ExecutionCancelApi.as_view(), name="execution-cancel"),
     path("executions/<str:execution_id>/retry", ExecutionRetryApi.as_view(), name="execution-retry"),
+    path("executions/<str:execution_id>/logs", ExecutionLogsApi.as_view(), name="execution-logs"),
     path("runs/<str:run_id>", RunDetailApi.as_view(), name="run-detail"),
     path("runs/<str:run_id>/cancel", RunCancelApi.as_view(), name="run-cancel"),
     path("pools", PoolListApi.as_view(), name="pool-list"),

@@ -1,10 +1,14 @@
 """Handlers that exist only for tests. Test workers import this module with
 `celery worker --include testing.handlers_for_tests` (see harness.TEST_HANDLERS)."""
 
+import logging
+import threading
 import time
 
 from jobs.registry import register
 from worker.context import HandlerContext
+
+logger = logging.getLogger(__name__)
 
 
 @register("test-stubborn")
@@ -68,3 +72,44 @@ def upstream(ctx: HandlerContext):
 def event(ctx: HandlerContext):
     """Returns the event that started its run (ctx.event), and its step's name if it is one."""
     return {"event": ctx.event, "step": ctx.step}
+
+
+@register("test-logs")
+def logs(ctx: HandlerContext):
+    """Logs `lines` (default 2) pairs of lines, one by ctx.log and one by its module's logger,
+    `seconds` apart (default 0); with `failFirst`, its first attempt then logs an error and raises."""
+    pause = float(ctx.payload.get("seconds", 0))
+    for n in range(1, int(ctx.payload.get("lines", 2)) + 1):
+        ctx.log(f"attempt {ctx.attempt}: line {n} by ctx.log")
+        logger.info("attempt %d: line %d by logging", ctx.attempt, n)
+        if pause:
+            ctx.sleep(pause)
+    if ctx.payload.get("failFirst") and ctx.attempt == 1:
+        logger.error("attempt %d: giving up", ctx.attempt)
+        raise RuntimeError("failing the first attempt on purpose")
+    return {"attempt": ctx.attempt}
+
+
+@register("test-logs-threads")
+def logs_threads(ctx: HandlerContext):
+    """Logs from its own thread and from a thread it starts, by logging and by ctx.log; then waits
+    (at most 5 s) for its first line to be in the database, and says whether it got there while
+    it still ran: lines are written as they gather, not only at the end."""
+    from executions.models import ExecutionLog
+
+    logger.warning("from the handler's thread")
+
+    def other() -> None:
+        logger.warning("from a thread the handler started")
+        ctx.log("ctx.log from a thread the handler started")
+
+    helper = threading.Thread(target=other)
+    helper.start()
+    helper.join()
+    ctx.log("ctx.log with a NUL \x00 and a lone surrogate \ud800", level="debug")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if ExecutionLog.objects.filter(execution_id=ctx.execution_id).exists():
+            return {"writtenWhileRunning": True}
+        time.sleep(0.05)
+    return {"writtenWhileRunning": False}

@@ -53,8 +53,10 @@ class AutoSchema(openapi.AutoSchema):
         authenticated = not any(isinstance(permission, AllowAny) for permission in self.view.get_permissions())
         listing = method == "GET" and isinstance(self.view, ListModelMixin)
         body = method in ("POST", "PUT", "PATCH") and self.get_request_serializer() is not None
-        # The preview's query, resume's dryRun and restore's version are checked by a serializer too.
-        if listing or body or path == "/v1/schedule/preview" or path.endswith(_VALIDATING_POSTS):
+        # The preview's query, resume's dryRun, restore's version and the logs' query are checked
+        # by a serializer too.
+        queried = path in ("/v1/schedule/preview", "/v1/executions/{execution_id}/logs")
+        if listing or body or queried or path.endswith(_VALIDATING_POSTS):
             codes.append("400")
         if authenticated:
             codes += ["401", "403"]

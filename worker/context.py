@@ -1,5 +1,6 @@
 """What a handler receives: who it is running as, its payload, and ways to cooperate."""
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ class HandlerContext:
     _upstream: Callable[[], dict[str, Any]] | None = None
     _event: Callable[[], dict[str, Any] | None] | None = None
     _read: dict[str, Any] = field(default_factory=dict)
+    # Where `log` keeps lines: the attempt's log (worker/log_capture.py), set by the runner.
+    _lines: Any = None
 
     @property
     def upstream(self) -> dict[str, Any]:
@@ -61,6 +64,18 @@ class HandlerContext:
         """Sleep, but wake and raise ExecutionStopped as soon as the run must stop."""
         if self.stop_event.wait(seconds):
             raise ExecutionStopped(self.reason or "stopped")
+
+    def log(self, message: Any, level: str | int = "INFO") -> None:
+        """Keep a line with this attempt: shown by `GET /v1/executions/{id}/logs` and on the
+        execution's page, whatever the worker's log level. Safe from any thread of the handler's;
+        it never raises and never waits for the database (the lines are written in batches)."""
+        if self._lines is not None:
+            self._lines.add(level, None, message)
+        else:  # a context made outside a worker's run (a test, a shell): the standard logging
+            number = level if isinstance(level, int) else logging.getLevelName(str(level).upper())
+            logging.getLogger("tickwork.handler").log(
+                number if isinstance(number, int) else logging.INFO, "%s", message
+            )
 
     def save_checkpoint(self, data: Any) -> None:
         """Persist progress (JSON) fenced by this attempt's lease; a retry resumes from it."""

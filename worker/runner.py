@@ -31,6 +31,7 @@ from executions.services import execution_settle_failure
 from executions.states import ExecutionState
 from executions.store import Started, Success, store
 from jobs import registry
+from worker import log_capture
 from worker.context import ExecutionStopped, HandlerContext
 
 logger = logging.getLogger(__name__)
@@ -228,6 +229,7 @@ class Heartbeats(ProcessThread):
         logger.error("execution %s did not stop within %.0fs; ending worker process", ctx.execution_id, beat.grace)
         ctx.reason = f"{ctx.reason} (forced: the handler did not stop within {beat.grace:g}s)"
         try:
+            log_capture.flush(ctx)  # what it logged before it got stuck says most about why
             _record_stop(ctx, beat.lease_token, beat.outcome)
             flush_outcomes(timeout=beat.grace)  # earlier runs' outcomes, not to be lost with us
         finally:
@@ -474,15 +476,17 @@ def _run_handler(ctx: HandlerContext, spec: registry.HandlerSpec, lease_token: i
     if spec.atomic:
         # The handler's own writes and SUCCEEDED commit together, or neither does.
         with transaction.atomic():
-            result = spec.func(ctx)
+            with log_capture.attempt_log(ctx, handler=spec.name):
+                result = spec.func(ctx)
             json.dumps(result)  # a result that cannot be stored is a handler error, raised here
             if not _record_success(ctx.execution_id, lease_token, result, db_now()):
                 raise _Fenced()
         return S.SUCCEEDED
     # A handler that returned did its work: record it even if a stop was asked meanwhile.
-    result = spec.func(ctx)
+    with log_capture.attempt_log(ctx, handler=spec.name):  # its lines are written before its outcome
+        result = spec.func(ctx)
+        finished = db_now()  # when it returned, not when its lines or the recorder are written
     json.dumps(result)
-    finished = db_now()  # when it returned, not when the recorder gets to it
     if defer:
         OutcomeRecorder.of_process().submit(Success(ctx.execution_id, lease_token, result, finished, bool(ctx.run_id)))
     elif not _record_success(ctx.execution_id, lease_token, result, finished):

@@ -21,7 +21,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from testing.harness import database_url
+from testing.harness import TEST_HANDLERS, database_url
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make between
 # browser steps are plain blocking calls all the same.
@@ -123,6 +123,9 @@ class Stack:
                 "2",
                 "--without-gossip",
                 "--without-mingle",
+                # The handlers that exist only for tests (one that logs as it runs).
+                "--include",
+                TEST_HANDLERS,
                 "-l",
                 "INFO",
             ],
@@ -512,6 +515,39 @@ def test_a_runs_graph_follows_its_steps_live(stack, browser, transactional_db, d
     page.goto(f"{stack.base}/dashboard/jobs/{job.pk}/")
     assert page.inner_text("[data-testid=job-runs]").count("RUNNING") == 1
     _shoot(page, "job-detail-workflow-wide")
+    page.context.close()
+
+
+def test_an_executions_logs_show_on_its_page_while_it_runs(stack, browser, transactional_db):
+    """A `test-logs` job logs a pair of lines (ctx.log and logging) every 2 s: its page shows the
+    first pair while the run is still RUNNING, without a reload, and all six lines once it has
+    SUCCEEDED."""
+    from executions.models import Execution
+    from tenants.services import tenant_create
+
+    tenant = tenant_create(slug="acme")
+    _user("ada", tenants=[tenant])
+    execution = _execution(_job(tenant, name="chatty", handler="test-logs", payload={"lines": 3, "seconds": 2}))
+    page = _page(browser, stack, "ada")
+    page.goto(f"{stack.base}/dashboard/executions/{execution.pk}/")
+    _wait_live(page)
+    page.evaluate("window.__sameDocument = true")
+
+    page.wait_for_selector(".log-line:has-text('attempt 1: line 1 by logging')", timeout=20_000)
+    assert Execution.objects.get(pk=execution.pk).state == "RUNNING"
+    assert page.locator(".log-line:has-text('line 3')").count() == 0
+    assert page.locator("[data-testid=logs-live]").count() == 1
+    _shoot(page, "execution-logs-running-wide")
+    page.wait_for_selector(f'[data-testid=execution-state] [data-exec="{execution.pk}"][data-state=SUCCEEDED]')
+    page.wait_for_selector(".log-line:has-text('attempt 1: line 3 by logging')", timeout=5_000)
+
+    shown = page.locator("[data-testid=log-lines] .log-line").all_inner_texts()
+    assert [line.split(" ", 4)[-1] for line in shown] == [
+        f"attempt 1: line {n} by {how}" for n in (1, 2, 3) for how in ("ctx.log", "logging")
+    ]
+    assert page.locator("[data-testid=logs-live]").count() == 0
+    assert page.evaluate("window.__sameDocument") is True
+    _shoot(page, "execution-logs-succeeded-wide")
     page.context.close()
 
 

@@ -8,7 +8,8 @@ from django.test import TestCase
 from django.utils import timezone
 
 from background.publisher import InMemoryPublisher
-from executions.models import Execution
+from executions import logs
+from executions.models import Execution, ExecutionLog
 from executions.services import execution_cancel
 from jobs.models import Job
 from maintenance import sweeper
@@ -159,6 +160,22 @@ def test_finished_executions_are_pruned_after_the_retention_period(settings, ten
     assert result.pruned == 1
     assert not Execution.objects.filter(pk=execution.pk).exists()
     assert Execution.objects.filter(pk=pending.pk).exists()
+
+
+def test_an_executions_log_lines_go_with_it_when_it_is_pruned(settings, tenant, make_job, now):
+    """What a handler logged is deleted with its execution (a cascade), and no other's lines."""
+    settings.TICKWORK_RETENTION_DAYS = 30
+    _job, execution = _running(make_job, tenant, now)
+    succeed(execution.pk, now=now)
+    pending = Execution.objects.get(job=make_job(tenant, run_at=now + timedelta(days=60)))
+    for owner in (execution, pending):
+        logs.log_lines_write(
+            execution_id=owner.pk, attempt=1, lines=[logs.Line(seq=1, at=now, level="INFO", logger="h", message="m")]
+        )
+
+    assert sweep(now + timedelta(days=31))[0].pruned == 1
+
+    assert list(ExecutionLog.objects.values_list("execution_id", flat=True)) == [pending.pk]
 
 
 def test_an_ended_job_goes_once_its_executions_are_pruned_and_a_live_one_stays(settings, tenant, make_job, now):

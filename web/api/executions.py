@@ -14,7 +14,7 @@ from web.api.execution_serializers import ExecutionDetailSerializer, ExecutionSe
 from web.rest import ExecutionPagination
 
 
-def _execution_or_404(request, execution_id) -> Execution:
+def execution_or_404(request, execution_id) -> Execution:
     execution = execution_get(scope=scope_of(user=request.user), execution_id=execution_id)
     if execution is None:
         raise Http404("no such execution")
@@ -33,13 +33,13 @@ class ExecutionListApi(generics.ListAPIView):
 class ExecutionDetailApi(APIView):
     @extend_schema(responses=ExecutionDetailSerializer)
     def get(self, request, execution_id):
-        return Response(ExecutionDetailSerializer(_execution_or_404(request, execution_id)).data)
+        return Response(ExecutionDetailSerializer(execution_or_404(request, execution_id)).data)
 
 
 class ExecutionCancelApi(APIView):
     @extend_schema(request=None, responses={202: ExecutionSerializer})
     def post(self, request, execution_id):
-        execution = _execution_or_404(request, execution_id)
+        execution = execution_or_404(request, execution_id)
         execution_cancel(execution=execution, now=db_now(), reason=f"cancelled by {request.user}")
         execution.refresh_from_db()
         return Response(ExecutionSerializer(execution).data, status=status.HTTP_202_ACCEPTED)
@@ -49,7 +49,7 @@ class ExecutionRetryApi(APIView):
     @extend_schema(request=None, responses=ExecutionSerializer)
     def post(self, request, execution_id):
         execution = execution_redrive(
-            execution=_execution_or_404(request, execution_id),
+            execution=execution_or_404(request, execution_id),
             now=db_now(),
             reason=f"re-driven by {request.user}",
         )

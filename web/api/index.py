@@ -21,6 +21,7 @@ ENDPOINTS = [
     ("execution", "executions/{executionId}", "an execution with its events"),
     ("executionCancel", "executions/{executionId}/cancel", "POST: cancel"),
     ("executionRetry", "executions/{executionId}/retry", "POST: re-drive a DEAD, FAILED or CANCELLED one"),
+    ("executionLogs", "executions/{executionId}/logs", "what the handler logged, per attempt; ?attempt=, ?after="),
     ("pools", "pools", "per pool: workers, slots, busy, admitted, due backlog (the autoscaling signal)"),
     ("schedulePreview", "schedule/preview", "next fire times of a cron schedule (no token needed)"),
     ("health", "health", "200 when the database and broker answer (no token needed)"),

@@ -310,6 +310,47 @@
       });
   }
 
+  // --- Polled regions ------------------------------------------------------------------------------
+  // A region with data-poll-src (an execution's log lines while it runs: dashboard/logs.py) is read
+  // again from that URL every data-poll-ms and replaced whole; the server ends the polling by
+  // rendering it without the attribute. Log lines commit no execution events, so the feed above
+  // cannot say when there are more. A reader scrolled to the end of the lines stays at the end.
+  var polling = {};
+
+  function pollRegions() {
+    document.querySelectorAll("[data-poll-src]").forEach(function (region) {
+      if (polling[region.id]) return;
+      polling[region.id] = true;
+      setTimeout(function () { pollRegion(region); }, Number(region.getAttribute("data-poll-ms") || 1000));
+    });
+  }
+
+  function pollRegion(region) {
+    var src = region.getAttribute("data-poll-src");
+    fetch(src, { credentials: "same-origin", headers: { "X-Live-Refresh": "1" } })
+      .then(function (r) { return r.ok && !r.redirected ? r.text() : null; })
+      .then(function (html) {
+        var current = document.getElementById(region.id);
+        // Swapped meanwhile (a live refresh of the page brought a newer one) or gone: not ours to replace.
+        if (!html || current !== region) return;
+        var box = region.querySelector(".log-lines");
+        var atEnd = !box || box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
+        var top = box ? box.scrollTop : 0;
+        var holder = document.createElement("div");
+        holder.innerHTML = html.trim();
+        var fresh = holder.firstElementChild;
+        if (!fresh || fresh.id !== region.id) return;
+        region.replaceWith(fresh);
+        var freshBox = fresh.querySelector(".log-lines");
+        if (freshBox) freshBox.scrollTop = atEnd ? freshBox.scrollHeight : top;
+      })
+      .catch(function () { /* the next poll retries */ })
+      .then(function () {
+        polling[region.id] = false;
+        pollRegions();
+      });
+  }
+
   // --- Start -----------------------------------------------------------------------------------------
   function start() {
     charts(document);
@@ -321,6 +362,9 @@
       resizeTimer = setTimeout(function () { charts(document); }, 150);
     });
     setInterval(function () { relTimes(document); }, 15000);
+    // A live refresh may bring a polled region in (the run started): look for new ones each second.
+    setInterval(pollRegions, 1000);
+    pollRegions();
     connect();
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
