@@ -205,6 +205,10 @@ def run_list(*, scope: list[int] | None) -> QuerySet[Run]:
     return found if scope is None else found.filter(tenant_id__in=scope)
 
 
+# What a run's state can be (run_state), as the API's schema names them.
+RUN_STATES = ("RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
+
+
 def run_state(states: Iterable[str]) -> str:
     """A run's state from its steps' states: RUNNING while any can still run; else FAILED if a
     step ended DEAD, CANCELLED if one was cancelled, SUCCEEDED when all succeeded."""

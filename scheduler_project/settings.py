@@ -178,6 +178,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "web.schema.postprocess"],
+    # One name per set of states, where two fields named `state` (an execution's, a run's) would
+    # otherwise get hashed names.
+    "ENUM_NAME_OVERRIDES": {
+        "ExecutionStateEnum": "executions.states.ExecutionState",
+        "RunStateEnum": "executions.runs.RUN_STATES",
+    },
 }
 
 # --- Celery (the transport; the database is the source of truth) --------------------------------

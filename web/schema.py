@@ -94,7 +94,7 @@ class HandlerNameFieldExtension(OpenApiSerializerFieldExtension):
     """Handlers register at startup, after this module is imported: the enum is read when the
     schema is generated."""
 
-    target_class = "web.api.job_serializers.HandlerNameField"
+    target_class = "web.api.job_fields.HandlerNameField"
 
     def map_serializer_field(self, auto_schema, direction):
         from jobs import registry
@@ -103,7 +103,7 @@ class HandlerNameFieldExtension(OpenApiSerializerFieldExtension):
 
 
 class PoolNameFieldExtension(OpenApiSerializerFieldExtension):
-    target_class = "web.api.job_serializers.PoolNameField"
+    target_class = "web.api.job_fields.PoolNameField"
 
     def map_serializer_field(self, auto_schema, direction):
         from jobs import registry
@@ -112,7 +112,7 @@ class PoolNameFieldExtension(OpenApiSerializerFieldExtension):
 
 
 class TimezoneFieldExtension(OpenApiSerializerFieldExtension):
-    target_class = "web.api.job_serializers.TimezoneField"
+    target_class = "web.api.job_fields.TimezoneField"
 
     def map_serializer_field(self, auto_schema, direction):
         from web.api.job_fields import known_timezones

@@ -6,6 +6,7 @@ from django.utils import timezone as django_timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from executions.runs import RUN_STATES
 from executions.scheduling import MAX_BULK_JOBS
 from jobs import cron, registry
 from jobs.models import ConcurrencyPolicy, Job, JobType, MisfirePolicy, Priority
@@ -255,7 +256,7 @@ class JobDetailOutputSerializer(JobOutputSerializer):
     @extend_schema_field(
         {
             "type": ["string", "null"],
-            "enum": ["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", None],
+            "enum": [*RUN_STATES, None],
             "description": "The state of the job's newest run (a workflow job's run of steps; a plain job's "
             "newest execution): RUNNING while it can still run, then SUCCEEDED, FAILED (DEAD) or CANCELLED. "
             "Null before its first run.",

@@ -15,7 +15,6 @@ from jobs.selectors import job_get
 from tenants.selectors import scope_of
 from web.rest import Pagination
 
-RUN_STATES = ["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]
 
 
 class RunStepSerializer(serializers.Serializer):
@@ -39,7 +38,7 @@ class RunSerializer(serializers.Serializer):
     @extend_schema_field(
         {
             "type": "string",
-            "enum": RUN_STATES,
+            "enum": list(runs.RUN_STATES),
             "description": "RUNNING while a step can still run; then FAILED (a step ended DEAD), CANCELLED "
             "(a step was cancelled) or SUCCEEDED.",
         }
