@@ -16,7 +16,6 @@ from tenants.selectors import scope_of
 from web.rest import Pagination
 
 
-
 class RunStepSerializer(serializers.Serializer):
     step = serializers.CharField(help_text="The step's name in its workflow.")
     executionId = serializers.CharField(help_text="The step's execution (GET /v1/executions/{id}).")
