@@ -136,9 +136,12 @@ def admit(*, claimed: Sequence[Moved], now: datetime, misfire_grace: timedelta) 
 
 def _policy_verdict(run: Run, job: Job, *, now: datetime, grace: timedelta) -> str:
     """Why the run must not run (its misfire or concurrency policy), or "" when it runs. Under
-    REPLACE the job's other unfinished runs are cancelled here."""
-    scheduled = job.type == JobType.CRON and run.origin == Origin.SCHEDULE
-    if scheduled and misfire.skips(policy=job.misfire_policy, scheduled_for=run.scheduled_for, now=now, grace=grace):
+    REPLACE the job's other unfinished runs are cancelled here. As for a plain job's fires, the
+    policies are the schedule's: a cron job's scheduled runs; a trigger ("run now") or an event
+    is asked for and runs."""
+    if job.type != JobType.CRON or run.origin != Origin.SCHEDULE:
+        return ""
+    if misfire.skips(policy=job.misfire_policy, scheduled_for=run.scheduled_for, now=now, grace=grace):
         return f"missed fire of {run.scheduled_for.isoformat()} skipped (misfirePolicy SKIP)"
     if job.concurrency_policy == ConcurrencyPolicy.ALLOW:
         return ""

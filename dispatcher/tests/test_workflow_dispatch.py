@@ -93,3 +93,19 @@ def test_replace_cancels_the_runs_still_going_for_the_new_one(tenant, make_job):
 
     assert _states(run1) == {"first": "CANCELLED", "second": "CANCELLED"}  # first was QUEUED, never started
     assert _states(_run_at(job, fire2)) == {"first": "QUEUED", "second": "BLOCKED"}
+
+
+def test_a_trigger_runs_beside_a_scheduled_run_under_forbid(tenant, make_job):
+    """As for a plain cron job, FORBID is the schedule's policy: "run now" is asked for and runs."""
+    from executions.scheduling import job_trigger
+
+    now = timezone.now().replace(second=0, microsecond=0)
+    job = _cron_workflow(make_job, tenant, now, concurrency_policy="FORBID")
+    fire1 = job.next_fire_at
+    claim(fire1)
+    start(Execution.objects.get(run=_run_at(job, fire1), step="first").pk, now=fire1)
+
+    triggered = job_trigger(job=job, now=fire1)
+    assert len(claim(fire1)) == 1
+
+    assert _states(triggered.run) == {"first": "QUEUED", "second": "BLOCKED"}
