@@ -138,6 +138,19 @@ def representer(serializer: serializers.Serializer) -> Callable[[Any], dict[str,
     return represent
 
 
+class GivenIfEmpty:
+    """A query parameter's field (mixed in before the field class) for which present and empty
+    (`?pageSize=`) is a value to validate, and so refused, not the parameter left out: DRF,
+    reading form input, takes an empty one as absent, and the schema says it is not."""
+
+    field_name: str | None
+
+    def get_value(self, dictionary):
+        if self.field_name in dictionary and dictionary[self.field_name] == "":
+            return ""
+        return super().get_value(dictionary)  # type: ignore[misc]  # the field class's, after this mixin
+
+
 class Pagination(CursorPagination):
     """Cursor pages: stable under inserts, and no COUNT(*) over millions of rows."""
 

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from executions.logs import log_dropped, log_lines
 from web.api.executions import execution_or_404
+from web.rest import GivenIfEmpty
 
 PAGE_SIZE = 500
 MAX_PAGE_SIZE = 1000
@@ -47,17 +48,23 @@ class ExecutionLogPageSerializer(serializers.Serializer):
     )
 
 
+class _QueryInteger(GivenIfEmpty, serializers.IntegerField):
+    pass
+
+
+class _QueryRegex(GivenIfEmpty, serializers.RegexField):
+    pass
+
+
 class ExecutionLogQuerySerializer(serializers.Serializer):
-    attempt = serializers.IntegerField(
-        min_value=1, max_value=2**31 - 1, required=False, help_text="Only this attempt's lines."
-    )
-    after = serializers.RegexField(
+    attempt = _QueryInteger(min_value=1, max_value=2**31 - 1, required=False, help_text="Only this attempt's lines.")
+    after = _QueryRegex(
         AFTER_PATTERN,
         required=False,
         help_text="Only the lines after this one, as <attempt>.<seq> (e.g. 2.150): the next page, or a tail.",
         error_messages={"invalid": "Give the line to continue after as <attempt>.<seq>, e.g. 2.150."},
     )
-    pageSize = serializers.IntegerField(min_value=1, max_value=MAX_PAGE_SIZE, required=False)
+    pageSize = _QueryInteger(min_value=1, max_value=MAX_PAGE_SIZE, required=False)
 
 
 class ExecutionLogsApi(APIView):

@@ -3,16 +3,12 @@
 from rest_framework import serializers
 
 from executions.selectors import ResumePreview
+from web.rest import GivenIfEmpty
 
 
-class _QueryBoolean(serializers.BooleanField):
+class _QueryBoolean(GivenIfEmpty, serializers.BooleanField):
     """A boolean in a query string: absent is the default, but present and empty (`?dryRun=`) is
     no boolean (DRF, reading form input, takes it as absent and would resume for real)."""
-
-    def get_value(self, dictionary):
-        if self.field_name in dictionary and dictionary[self.field_name] == "":
-            return ""
-        return super().get_value(dictionary)
 
 
 class ResumeQuerySerializer(serializers.Serializer):

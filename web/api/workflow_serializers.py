@@ -46,8 +46,9 @@ class WorkflowStepSerializer(StrictSerializer):
         # A PATCH's nested fields get no defaults (DRF's partial): the step is whole either way.
         attrs.setdefault("payload", {})
         attrs.setdefault("dependsOn", [])
-        policy = attrs.get("retryPolicy")
-        if policy and policy["maxDelayMs"] < policy["initialDelayMs"]:
+        # A PATCH's policy may name part of it (the rest is the job's when a run is made).
+        policy = attrs.get("retryPolicy") or {}
+        if {"maxDelayMs", "initialDelayMs"} <= policy.keys() and policy["maxDelayMs"] < policy["initialDelayMs"]:
             raise serializers.ValidationError({"retryPolicy": {"maxDelayMs": ["must be at least initialDelayMs"]}})
         spec = registry.get(attrs["target"]["handler"])
         errors = registry.payload_errors(spec, attrs["payload"]) if spec is not None else None

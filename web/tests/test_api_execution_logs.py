@@ -105,3 +105,14 @@ def test_an_attempt_past_its_bound_says_how_many_lines_were_dropped(api, tenant,
     assert body["results"][5]["message"].startswith("7 more lines not kept")
     assert body["dropped"] == [{"attempt": 1, "lines": 7}]
     assert api.get(f"/v1/executions/{execution.pk}/logs?attempt=2").json()["dropped"] == []
+
+
+@pytest.mark.parametrize("query", ["pageSize=", "attempt=", "after="])
+def test_a_query_parameter_given_empty_is_400_not_left_out(api, tenant, make_job, query):
+    """Schemathesis found `?pageSize=` taken as absent: the schema says an integer."""
+    execution = make_job(tenant).executions.get()
+
+    response = api.get(f"/v1/executions/{execution.pk}/logs?{query}")
+
+    assert response.status_code == 400
+    assert query.rstrip("=") in response.json()
