@@ -158,6 +158,18 @@ def test_pruning_folds_so_no_counter_goes_down(workload, settings):
     assert _snapshot().dead_letter == {"default": 0}  # a gauge: what is DEAD now
 
 
+def test_the_sweeper_prunes_past_the_retention_and_no_counter_goes_down(workload):
+    """The sweep itself (maintenance.sweeper.run_once): the 40-day-old finished executions go,
+    their ends, retries and times stay counted."""
+    from background.publisher import InMemoryPublisher
+    from maintenance import sweeper
+
+    before = _counters(_snapshot())
+    result = sweeper.run_once(now=timezone.now(), publisher=InMemoryPublisher())
+    assert result.pruned == 5
+    assert _counters(_snapshot()) == before
+
+
 def test_a_redrive_keeps_the_end_it_had_and_its_attempt_is_not_a_retry(workload):
     dead = Execution.objects.get(state=S.DEAD)
     before = _snapshot()
