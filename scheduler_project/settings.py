@@ -275,6 +275,12 @@ TICKWORK_LOG_LINES_PER_ATTEMPT = int(os.environ.get("TICKWORK_LOG_LINES_PER_ATTE
 TICKWORK_LOG_LINE_BYTES = int(os.environ.get("TICKWORK_LOG_LINE_BYTES", "8192"))
 TICKWORK_HTTP_ALLOW_PRIVATE = _env_bool("TICKWORK_HTTP_ALLOW_PRIVATE", False)
 TICKWORK_HTTP_TIMEOUT_SECONDS = float(os.environ.get("TICKWORK_HTTP_TIMEOUT_SECONDS", "10"))
+# GET /metrics (web/metrics.py): answered to a staff session, or to `Authorization: Bearer` this
+# token when it is set (unset: staff sessions only). Tenant labels: at most this many tenants, the
+# rest summed as "_other". A rendering is reused for this long per web process (0: never).
+TICKWORK_METRICS_TOKEN = os.environ.get("TICKWORK_METRICS_TOKEN", "")
+TICKWORK_METRICS_MAX_TENANTS = int(os.environ.get("TICKWORK_METRICS_MAX_TENANTS", "50"))
+TICKWORK_METRICS_CACHE_SECONDS = float(os.environ.get("TICKWORK_METRICS_CACHE_SECONDS", "5"))
 
 LOGGING = {
     "version": 1,

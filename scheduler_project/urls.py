@@ -23,6 +23,7 @@ from web.api.jobs import (
 )
 from web.api.pools import PoolListApi
 from web.api.runs import JobRunsApi, RunCancelApi, RunDetailApi
+from web.metrics import metrics_view
 
 api = [
     path("", ApiIndexApi.as_view(), name="api-index"),
@@ -60,5 +61,6 @@ urlpatterns = [
     path("", RedirectView.as_view(pattern_name="dashboard:overview", permanent=False)),
     path("dashboard/", include("dashboard.urls")),
     path("accounts/", include("dashboard.account_urls")),
+    path("metrics", metrics_view, name="metrics"),  # Prometheus' text, not the JSON API: no schema
     re_path(r"^static/(?P<path>.*)$", static_asset),
 ]
