@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from alerts.selectors import firing as firing_alerts
 from dashboard import forms, logs, runs, selectors, services
 from dashboard.models import AuditOutcome
 from dashboard.services import ActionRefused, Actor, Target
@@ -72,8 +73,24 @@ def operator_view(view):
     return wrapped
 
 
+# The most firing alerts the banner names; the most it counts exactly (past it, "50+").
+BANNER_NAMES = 3
+BANNER_CAP = 50
+
+
+def banner_context(scope: list[int] | None) -> dict:
+    """What the firing alerts' banner shows: one query, on the partial index of FIRING alerts."""
+    alerts = firing_alerts(scope=scope, limit=BANNER_CAP + 1)
+    return {
+        "firing_alerts": alerts[:BANNER_NAMES],
+        "firing_count": min(len(alerts), BANNER_CAP),
+        "firing_more": len(alerts) > BANNER_CAP,
+    }
+
+
 def _page(request: ScopedRequest, template: str, context: dict) -> HttpResponse:
-    """Render a page with what every page shows: the dead-letter badge and the live cursor."""
+    """Render a page with what every page shows: the dead-letter badge, the firing alerts' banner
+    and the live cursor."""
     scope = request.tenant_scope
     dead, dead_exact = selectors.capped_count(
         execution_list(scope=scope).filter(state=S.DEAD), cap=NAV_DEAD_CAP, estimate=False
@@ -87,6 +104,7 @@ def _page(request: ScopedRequest, template: str, context: dict) -> HttpResponse:
         live_after=selectors.latest_event_id(),
         is_staff=scope is None,
         tenants=selectors.tenants_in_scope(scope=scope),
+        **banner_context(scope),
     )
     return render(request, template, context)
 
