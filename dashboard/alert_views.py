@@ -8,7 +8,8 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from alerts.selectors import alert_list, rule_list
-from dashboard.views import ScopedRequest, _page, _page_number, _pager, banner_context, operator_view
+from dashboard.banner import banner_context
+from dashboard.views import ScopedRequest, _page, _page_number, _pager, operator_view
 
 PAGE_SIZE = 50
 

@@ -20,8 +20,8 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from alerts.selectors import firing as firing_alerts
 from dashboard import forms, logs, runs, selectors, services
+from dashboard.banner import banner_context
 from dashboard.models import AuditOutcome
 from dashboard.services import ActionRefused, Actor, Target
 from executions.clock import db_now
@@ -71,21 +71,6 @@ def operator_view(view):
         return view(scoped, *args, **kwargs)
 
     return wrapped
-
-
-# The most firing alerts the banner names; the most it counts exactly (past it, "50+").
-BANNER_NAMES = 3
-BANNER_CAP = 50
-
-
-def banner_context(scope: list[int] | None) -> dict:
-    """What the firing alerts' banner shows: one query, on the partial index of FIRING alerts."""
-    alerts = firing_alerts(scope=scope, limit=BANNER_CAP + 1)
-    return {
-        "firing_alerts": alerts[:BANNER_NAMES],
-        "firing_count": min(len(alerts), BANNER_CAP),
-        "firing_more": len(alerts) > BANNER_CAP,
-    }
 
 
 def _page(request: ScopedRequest, template: str, context: dict) -> HttpResponse:

@@ -151,3 +151,25 @@ def test_each_kind_fires_once_and_resolves_once_with_one_webhook_and_one_email_e
     final = alerter.run_once(now=later)
     assert final.evaluation.fired == 0 and final.evaluation.resolved == 0 and final.delivery.total() == 0
     assert Alert.objects.filter(rule=rule).count() == 1
+
+
+def test_a_breach_fires_once_and_resolves_once_however_many_evaluators_see_it(tenant, receiver):
+    """The second of two evaluators that both saw a new breach makes no alert and no notification
+    (the unique FIRING row), and the second resolve changes nothing."""
+    from alerts.evaluation import Breach
+    from alerts.services import alert_fire, alert_resolve
+
+    rule = _rule(tenant, receiver, kind="NO_WORKERS", pool="default")
+    now = timezone.now()
+    breach = Breach("pool:default", "pool default has no live worker")
+
+    assert alert_fire(rule=rule, breach=breach, now=now) is True
+    assert alert_fire(rule=rule, breach=breach, now=now) is False
+    alert = Alert.objects.get()
+    assert Notification.objects.filter(alert=alert).count() == 2
+
+    assert alert_resolve(alert=alert, summary="resolved", now=now) is True
+    assert alert_resolve(alert=alert, summary="resolved", now=now) is False
+    assert Notification.objects.filter(alert=alert).count() == 4
+    assert alert_fire(rule=rule, breach=breach, now=now) is True  # a new breach is a new alert
+    assert Alert.objects.count() == 2

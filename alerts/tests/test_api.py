@@ -77,6 +77,7 @@ def test_a_kind_with_a_default_threshold_takes_it_and_no_workers_has_none(api, k
         ({"channels": [{"type": "sms", "to": "+15550100"}]}, "channels", "webhook"),
         ({"channels": [{"type": "email", "to": "a@example.com", "cc": "b@example.com"}]}, "channels", "unknown"),
         ({"channels": "https://example.com"}, "channels", "list"),
+        ({"channels": [{"type": "email", "to": "a\x00@example.com"}]}, "channels", "NUL"),
         ({"severity": "high"}, "severity", "unknown field"),
     ],
 )

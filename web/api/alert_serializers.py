@@ -65,6 +65,8 @@ def _channel_problem(channel: Any) -> tuple[str | None, dict[str, str] | None]:
     value = channel.get(field)
     if not isinstance(value, str) or not value.strip():
         return None, {field: f"is required for a {kind} channel"}
+    if "\x00" in value:  # PostgreSQL stores no NUL in JSON text
+        return None, {field: "must not contain a NUL character"}
     if kind == "webhook":
         if len(value) > MAX_URL_LENGTH:
             return None, {"url": f"must be at most {MAX_URL_LENGTH} characters"}
