@@ -23,6 +23,8 @@ from alerts.delivery import DeliveryResult, deliver_due
 from alerts.services import EvaluationResult, alerts_prune, evaluate_all
 from background.loop import StopFlag, run_forever
 from executions.clock import db_now
+from pools.models import Role
+from pools.roles import RoleBeat
 
 logger = logging.getLogger(__name__)
 PRUNE_BATCH = 500
@@ -57,4 +59,4 @@ def serve(*, stop: StopFlag) -> None:
         run_once(now=db_now())
         return settings.TICKWORK_ALERTS_INTERVAL_SECONDS
 
-    run_forever(name="alerter", step=step, stop=stop)
+    run_forever(name="alerter", step=step, stop=stop, beat=RoleBeat(Role.Kind.ALERTER, clock=db_now))

@@ -39,3 +39,8 @@ def firing(*, scope: list[int] | None, limit: int) -> list[Alert]:
     if scope is not None:
         alerts = alerts.filter(tenant_id__in=scope)
     return list(alerts[:limit])
+
+
+def any_rule_enabled() -> bool:
+    """Whether some rule is on, so that an alerter ought to be running (health says so)."""
+    return AlertRule.objects.filter(enabled=True).exists()

@@ -59,13 +59,14 @@ class TenantShare(models.Model):
 
 
 class Role(models.Model):
-    """One dispatcher or sweeper process as it last reported itself (pools/roles.py): when it
+    """One dispatcher, sweeper or alerter process as it last reported itself (pools/roles.py): when it
     last finished a unit of work, and its last failure. Health and the dashboard read it: a role
     that is up but failing every unit of work stops being seen, which is the truth."""
 
     class Kind(models.TextChoices):
         DISPATCHER = "dispatcher"
         SWEEPER = "sweeper"
+        ALERTER = "alerter"
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
     hostname = models.CharField(max_length=200)

@@ -269,6 +269,7 @@ TICKWORK_SWEEP_SECONDS = float(os.environ.get("TICKWORK_SWEEP_SECONDS", "2.0"))
 # for its bound, without the 503.
 TICKWORK_HEALTH_DISPATCHER_SECONDS = float(os.environ.get("TICKWORK_HEALTH_DISPATCHER_SECONDS", "30"))
 TICKWORK_HEALTH_SWEEPER_SECONDS = float(os.environ.get("TICKWORK_HEALTH_SWEEPER_SECONDS", "60"))
+TICKWORK_HEALTH_ALERTER_SECONDS = float(os.environ.get("TICKWORK_HEALTH_ALERTER_SECONDS", "60"))
 TICKWORK_RETENTION_DAYS = int(os.environ.get("TICKWORK_RETENTION_DAYS", "30"))
 # What a handler logs during an attempt is kept with it (worker/log_capture.py): at most this many
 # lines per attempt (past it one line says how many more were dropped), each cut at this many bytes.

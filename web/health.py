@@ -1,6 +1,7 @@
 """Liveness and readiness: can we reach the database and the broker right now, and are the
 scheduler's roles there: a dispatcher (without one nothing due ever starts), a sweeper (without
-one lost leases, timeouts and retention wait) and live workers per pool?"""
+one lost leases, timeouts and retention wait), an alerter while any alert rule is on (without one
+nothing pages) and live workers per pool?"""
 
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,9 +34,12 @@ def check_broker() -> str | None:
 
 
 def _bound(kind: str) -> timedelta:
-    if kind == Role.Kind.DISPATCHER:
-        return timedelta(seconds=settings.TICKWORK_HEALTH_DISPATCHER_SECONDS)
-    return timedelta(seconds=settings.TICKWORK_HEALTH_SWEEPER_SECONDS)
+    seconds = {
+        Role.Kind.DISPATCHER: settings.TICKWORK_HEALTH_DISPATCHER_SECONDS,
+        Role.Kind.SWEEPER: settings.TICKWORK_HEALTH_SWEEPER_SECONDS,
+        Role.Kind.ALERTER: settings.TICKWORK_HEALTH_ALERTER_SECONDS,
+    }[Role.Kind(kind)]
+    return timedelta(seconds=seconds)
 
 
 def check_role(kind: str, now: datetime) -> tuple[str | None, dict[str, Any]]:

@@ -3,6 +3,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from alerts.selectors import any_rule_enabled
 from executions.clock import db_now
 from web.health import check_broker, check_database, check_role, check_workers
 
@@ -12,8 +13,9 @@ _VITAL = ("database", "broker", "dispatcher")
 
 class HealthApi(APIView):
     """200 when the database and the broker answer and a dispatcher has been seen within its
-    bound; 503 naming what is wrong otherwise. A missing sweeper or no live worker is said
-    (status "degraded") but answers 200: the API still takes and keeps work."""
+    bound; 503 naming what is wrong otherwise. A missing sweeper, no live worker, or no alerter
+    while an alert rule is on, is said (status "degraded") but answers 200: the API still takes
+    and keeps work."""
 
     permission_classes = [AllowAny]
     authentication_classes: list = []
@@ -27,7 +29,10 @@ class HealthApi(APIView):
             problems["dispatcher"], dispatcher = check_role("dispatcher", now)
             problems["sweeper"], sweeper = check_role("sweeper", now)
             problems["workers"], workers = check_workers(now)
-            body["roles"] = {"dispatcher": dispatcher, "sweeper": sweeper, "workers": workers}
+            alerter_problem, alerter = check_role("alerter", now)
+            # No alerter is only a problem when there is something for it to judge.
+            problems["alerter"] = alerter_problem if alerter_problem and any_rule_enabled() else None
+            body["roles"] = {"dispatcher": dispatcher, "sweeper": sweeper, "alerter": alerter, "workers": workers}
         body.update({name: problem or "ok" for name, problem in problems.items()})
         unavailable = any(problems.get(name) for name in _VITAL)
         body["status"] = "unavailable" if unavailable else ("degraded" if any(problems.values()) else "ok")

@@ -240,6 +240,25 @@ def test_health_is_200_but_degraded_without_a_sweeper(client, roles_up):
     assert response.json()["status"] == "degraded" and response.json()["sweeper"].startswith("no sweeper seen")
 
 
+def test_health_says_no_alerter_only_while_an_alert_rule_is_on(client, roles_up):
+    """Without an alerter nothing pages: degraded (200) once a rule is on, not before; and "ok"
+    again when an alerter reports."""
+    from alerts.models import AlertRule
+    from executions.clock import db_now
+    from pools.roles import RoleBeat
+
+    assert client.get("/v1/health").json()["alerter"] == "ok"
+
+    AlertRule.objects.create(name="dead", kind="DEAD_LETTER", threshold=0, window_sec=300, channels=[])
+    body = client.get("/v1/health").json()
+    assert body["status"] == "degraded" and body["alerter"].startswith("no alerter seen")
+
+    RoleBeat("alerter", clock=db_now).started()
+    body = client.get("/v1/health").json()
+    assert body["status"] == "ok" and body["alerter"] == "ok"
+    assert body["roles"]["alerter"]["processes"][0]["pid"] > 0
+
+
 @pytest.fixture
 def unreachable_broker(monkeypatch):
     """Points the project's Celery app at a closed port, and back afterwards."""
