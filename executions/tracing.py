@@ -83,8 +83,8 @@ def setup(role: str) -> bool:
 
     try:
         exporters = [_exporter(name) for name in _exporter_names()]
-    except Exception:
-        logger.exception("tracing is off: OTEL_TRACES_EXPORTER names an exporter that cannot be made")
+    except Exception as exc:
+        logger.error("tracing is off: OTEL_TRACES_EXPORTER names an exporter that cannot be made: %s", exc)
         return False
     resource = Resource.create({"tickwork.role": role})
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):

@@ -136,6 +136,8 @@ def test_one_trace_links_the_api_request_the_dispatch_and_the_run(spans, api, te
     }
     assert run.status.status_code == StatusCode.OK
     assert inner.parent.span_id == run.context.span_id
+    detail = api.get(f"/v1/executions/{execution.pk}").json()
+    assert detail["traceId"] == "0af7651916cd43dd8448eb211c80319c"
 
 
 def test_a_workflow_runs_steps_are_all_in_the_trace_of_the_request_that_made_it(spans, api, heartbeats):
@@ -264,6 +266,7 @@ def test_with_tracing_off_nothing_is_stored_no_span_is_made_and_no_query_added(_
         tracing.use(None)
 
     assert untraced.traceparent == "" and traced.traceparent
+    assert api.get(f"/v1/executions/{untraced.pk}").json()["traceId"] is None
     made = {s.name for s in exporter.get_finished_spans()}
     assert made == {"tickwork.create_job", "tickwork.dispatch", "tickwork.run"}
     assert queries_on == queries_off
