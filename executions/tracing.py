@@ -300,6 +300,35 @@ def dispatching(claimed: Iterable["Moved"], *, began_ns: int) -> Dispatching:
     )
 
 
+def swept(moved: Iterable["Moved"], *, action: str, error: bool) -> None:
+    """The sweeper took these executions back (`action`: worker_lost, timed_out, force_cancelled):
+    a `tickwork.sweep` span in each one's trace says so, where the attempt's own run span may
+    never have ended (its worker died). An error for what the retry policy then resolves."""
+    if _tracer is None:
+        return
+    for m in moved:
+        if not m.traceparent:
+            continue
+        current = _tracer.start_span(
+            "tickwork.sweep",
+            context=_context_of(m.traceparent),
+            attributes=_attributes(
+                {
+                    "execution.id": m.id,
+                    "job.id": m.job_id,
+                    "pool": m.pool,
+                    "execution.attempt": m.attempt,
+                    "run.id": m.run_id,
+                    "worker.id": m.worker_id,
+                    "sweep.action": action,
+                }
+            ),
+        )
+        if error:
+            current.set_status(Status(StatusCode.ERROR, action))
+        current.end()
+
+
 def now_ns() -> int:
     """The time a span that is made later began (0 when tracing is off: no clock read)."""
     return time.time_ns() if _tracer is not None else 0

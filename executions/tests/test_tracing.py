@@ -22,8 +22,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 import testing.handlers_for_tests  # noqa: F401  (registers test-traced)
 from executions import tracing
 from executions.models import Execution
+from maintenance import sweeper
 from testing.harness import wait_for
-from testing.steps import dispatch
+from testing.steps import dispatch, start
 from web.middleware import TracingMiddleware
 from worker import runner
 
@@ -204,6 +205,26 @@ def test_a_failed_attempt_and_its_retry_are_spans_of_the_executions_trace(spans,
     assert succeeded.status.status_code == StatusCode.OK
     assert succeeded.attributes["tickwork.execution.outcome"] == "SUCCEEDED"
     assert Execution.objects.get(job_id=created.json()["jobId"]).state == "SUCCEEDED"
+
+
+def test_a_run_whose_worker_was_lost_shows_the_sweepers_rescue_in_its_trace(spans, api):
+    """The worker died with the run (so no run span ends): the sweeper's `tickwork.sweep` is in
+    the execution's trace, an error naming what it did."""
+    now = timezone.now()
+    body = {"name": "lost", "type": "ONCE", "runAt": now.isoformat(), "target": {"handler": "noop"}}
+    created = api.post("/v1/jobs", body, format="json")
+    execution = Execution.objects.get(job_id=created.json()["jobId"])
+    dispatch(now + timedelta(seconds=1))
+    start(execution.pk, now=now + timedelta(seconds=1), lease=5, worker="gone:1")
+
+    assert sweeper.reclaim_lost(now=now + timedelta(seconds=10), limit=10) == 1
+
+    create, swept = _one(spans, "tickwork.create_job"), _one(spans, "tickwork.sweep")
+    assert swept.context.trace_id == create.context.trace_id and swept.parent.span_id == create.context.span_id
+    assert swept.attributes["tickwork.sweep.action"] == "worker_lost"
+    assert swept.attributes["tickwork.worker.id"] == "gone:1"
+    assert swept.attributes["tickwork.execution.attempt"] == 1
+    assert swept.status.status_code == StatusCode.ERROR
 
 
 @pytest.mark.parametrize("workflow", [False, True], ids=["plain", "workflow"])
