@@ -28,6 +28,7 @@ line: no span, no SDK loaded, an empty `traceparent` (the column's default) and 
 
 import logging
 import os
+import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -209,12 +210,19 @@ def server_span(method: str, headers: _Headers) -> Iterator[Span | None]:
         yield current
 
 
+# A Django route's converters (`<str:job_id>`) as OpenTelemetry writes a route's parameters.
+_CONVERTER = re.compile(r"<(?:\w+:)?(\w+)>")
+
+
 def served(current: Span | None, *, method: str, route: str | None, status: int) -> None:
+    """The request's span named by its route (`POST /v1/jobs/{job_id}/trigger`: one name for
+    every job's), with its status; a 5xx is an error."""
     if current is None:
         return
     if route is not None:
-        current.update_name(f"{method} /{route}")
-        current.set_attribute("http.route", f"/{route}")
+        route = "/" + _CONVERTER.sub(r"{\1}", route)
+        current.update_name(f"{method} {route}")
+        current.set_attribute("http.route", route)
     current.set_attribute("http.response.status_code", status)
     if status >= 500:
         current.set_status(Status(StatusCode.ERROR))

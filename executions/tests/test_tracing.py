@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 import testing.handlers_for_tests  # noqa: F401  (registers test-traced)
+from events.tests.factories import event_job, workflow_event_job
 from executions import tracing
 from executions.models import Execution
 from maintenance import sweeper
@@ -205,6 +206,25 @@ def test_a_failed_attempt_and_its_retry_are_spans_of_the_executions_trace(spans,
     assert succeeded.status.status_code == StatusCode.OK
     assert succeeded.attributes["tickwork.execution.outcome"] == "SUCCEEDED"
     assert Execution.objects.get(job_id=created.json()["jobId"]).state == "SUCCEEDED"
+
+
+def test_runs_started_by_an_event_or_a_trigger_are_in_the_trace_of_that_request(spans, api, tenant):
+    """POST /v1/events starts a plain event job's run and a workflow event job's steps, and
+    POST /v1/jobs/{id}/trigger a run now: each execution stores the context of the request that
+    started it."""
+    event_job(tenant)
+    workflow_event_job(tenant)
+    answer = api.post("/v1/events", {"name": "invoice.paid", "payload": {}}, format="json")
+    assert answer.status_code == 202, answer.content
+    body = {"name": "later", "type": "DELAYED", "delaySec": 3600, "target": {"handler": "noop"}}
+    job_id = api.post("/v1/jobs", body, format="json").json()["jobId"]
+    triggered = api.post(f"/v1/jobs/{job_id}/trigger")
+    assert triggered.status_code == 200, triggered.content
+
+    event_request, trigger_request = _one(spans, "POST /v1/events"), _one(spans, "POST /v1/jobs/{job_id}/trigger")
+    started = Execution.objects.filter(pk__in=answer.json()["executionIds"])
+    assert len(started) == 3 and {e.traceparent for e in started} == {_traceparent(event_request)}
+    assert Execution.objects.get(job_id=job_id, origin="TRIGGER").traceparent == _traceparent(trigger_request)
 
 
 def test_a_run_whose_worker_was_lost_shows_the_sweepers_rescue_in_its_trace(spans, api):
