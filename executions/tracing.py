@@ -199,11 +199,14 @@ class _Headers(Protocol):
 @contextmanager
 def server_span(method: str, headers: _Headers) -> Iterator[Span | None]:
     """The web role's span of one HTTP request, continuing the caller's trace if its request has
-    a `traceparent` header. Name it with `served` once the route is known."""
+    a `traceparent` header (or what OTEL_PROPAGATORS names). Name it with `served` once the route
+    is known."""
     if _tracer is None:
         yield None
         return
-    parent = _PROPAGATOR.extract(headers)
+    from opentelemetry import propagate  # reads OTEL_PROPAGATORS when first imported
+
+    parent = propagate.extract(headers)
     with _tracer.start_as_current_span(
         method, context=parent, kind=SpanKind.SERVER, attributes={"http.request.method": method}
     ) as current:
