@@ -48,9 +48,6 @@ ROLES = ("api", "dispatcher", "worker", "sweeper")
 # The tracer of this process once `setup` (or a test, through `use`) turned tracing on; None: off.
 _tracer: trace.Tracer | None = None
 _PROPAGATOR = TraceContextTextMapPropagator()
-# What OTEL_TRACES_EXPORTER=otlp means here: the OTLP/HTTP exporter this project ships (gRPC's
-# exporter is another package: install it and name it, otlp_proto_grpc).
-_OTLP_ALIASES = {"otlp": "otlp_proto_http"}
 
 
 def configured(environ: Mapping[str, str] = os.environ) -> bool:
@@ -121,14 +118,19 @@ def flush(timeout_seconds: float = 5.0) -> None:
 
 
 def _exporter_names() -> list[str]:
+    """OTEL_TRACES_EXPORTER's exporters by their entry-point names. `otlp` is OTLP/HTTP (the
+    exporter this project ships) unless OTEL_EXPORTER_OTLP(_TRACES)_PROTOCOL says grpc, whose
+    exporter is another package (opentelemetry-exporter-otlp-proto-grpc, to install)."""
+    protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+    otlp = "otlp_proto_grpc" if (protocol or "").strip().lower() == "grpc" else "otlp_proto_http"
     names = [n.strip().lower() for n in os.environ.get("OTEL_TRACES_EXPORTER", "otlp").split(",")]
-    return [_OTLP_ALIASES.get(name, name) for name in names if name and name != "none"] or ["otlp_proto_http"]
+    return [otlp if name == "otlp" else name for name in names if name and name != "none"] or [otlp]
 
 
 def _exporter(name: str) -> Any:
     """The span exporter registered under `name` (the SDK's entry points: console, otlp_proto_http,
     and what other installed exporter packages add)."""
-    from opentelemetry.util._importlib_metadata import entry_points
+    from importlib.metadata import entry_points
 
     found = list(entry_points(group="opentelemetry_traces_exporter", name=name))
     if not found:
