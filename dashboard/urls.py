@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard import log_views, run_views, views
+from dashboard import alert_views, log_views, run_views, views
 
 app_name = "dashboard"
 
@@ -20,4 +20,6 @@ urlpatterns = [
     path("executions/<uuid:execution_id>/<str:action>", views.execution_action, name="execution-action"),
     path("runs/<uuid:run_id>/", run_views.run_detail, name="run-detail"),
     path("audit/", views.audit_log, name="audit"),
+    path("alerts/", alert_views.alerts_page, name="alerts"),
+    path("alerts/banner", alert_views.alert_banner, name="alert-banner"),
 ]

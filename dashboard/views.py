@@ -21,6 +21,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from dashboard import forms, logs, runs, selectors, services
+from dashboard.banner import banner_context
 from dashboard.models import AuditOutcome
 from dashboard.services import ActionRefused, Actor, Target
 from executions.clock import db_now
@@ -73,7 +74,8 @@ def operator_view(view):
 
 
 def _page(request: ScopedRequest, template: str, context: dict) -> HttpResponse:
-    """Render a page with what every page shows: the dead-letter badge and the live cursor."""
+    """Render a page with what every page shows: the dead-letter badge, the firing alerts' banner
+    and the live cursor."""
     scope = request.tenant_scope
     dead, dead_exact = selectors.capped_count(
         execution_list(scope=scope).filter(state=S.DEAD), cap=NAV_DEAD_CAP, estimate=False
@@ -87,6 +89,7 @@ def _page(request: ScopedRequest, template: str, context: dict) -> HttpResponse:
         live_after=selectors.latest_event_id(),
         is_staff=scope is None,
         tenants=selectors.tenants_in_scope(scope=scope),
+        **banner_context(scope),
     )
     return render(request, template, context)
 

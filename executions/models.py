@@ -196,3 +196,35 @@ class ExecutionLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.execution_id} #{self.attempt}.{self.seq} {self.level}"
+
+
+class ExecutionTotal(models.Model):
+    """What executions that are gone, or were re-driven, had counted: the metrics' counters are
+    these plus what the executions table holds now (executions/tallies.py). Written only where
+    executions leave the table or their tally changes otherwise (pruning, deletion, a re-drive,
+    a pending run moved to another pool), in that same transaction; never on the hot path.
+
+    One row per (pool, tenant, state of the rows folded): a few per tenant and pool, not per run."""
+
+    pool = models.CharField(max_length=64)
+    # The tenant's id, not a foreign key: a deleted tenant's counts must outlive it.
+    tenant_id = models.BigIntegerField()
+    state = models.CharField(max_length=20)
+    finished = models.BigIntegerField(default=0)  # rows folded in a terminal state
+    retries = models.BigIntegerField(default=0)  # their attempts beyond the first (less re-drives')
+    # Histograms of the folded finished rows: cumulative counts by upper bound (seconds, as a
+    # string), how many were observed, and the sum of the observations in seconds.
+    lag_buckets = models.JSONField(default=dict)
+    lag_count = models.BigIntegerField(default=0)
+    lag_sum = models.FloatField(default=0.0)
+    duration_buckets = models.JSONField(default=dict)
+    duration_count = models.BigIntegerField(default=0)
+    duration_sum = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "tenant_id", "state"], name="execution_total_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pool}/{self.tenant_id}/{self.state}: {self.finished}"

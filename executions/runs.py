@@ -179,7 +179,8 @@ def _make_next(job: Job, *, after: datetime, now: datetime, previous: str = "") 
 
 def runs_prune(*, before: datetime, limit: int) -> int:
     """Delete up to `limit` runs made before `before` whose executions are all gone (the sweeper
-    prunes finished executions after the retention, then this). Returns how many."""
+    prunes finished executions after the retention, then this). Returns how many. It takes no
+    execution with it, so the metrics' counters have nothing to fold (executions/tallies.py)."""
     ids = list(
         Run.objects.filter(created_at__lt=before)
         .exclude(Exists(Execution.objects.filter(run_id=OuterRef("pk"))))

@@ -12,7 +12,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 
-from executions import runs, tracing, transitions
+from executions import runs, tallies, tracing, transitions
 from executions.models import Execution, Origin, Run
 from executions.services import execution_cancel
 from executions.states import ExecutionState
@@ -327,13 +327,17 @@ def job_update(*, job: Job, fields: dict[str, Any], now: datetime, actor: str = 
     if "workflow" in fields and waiting is not None:
         # The scheduled run that has not begun takes the new steps: it is made again, at its time.
         scheduled_for = Run.objects.get(pk=waiting.pk).scheduled_for
+        # Its executions go with it: first attempts that have not run count nothing (tallies.py).
         waiting.delete()
         runs.fire(job=job, scheduled_for=scheduled_for, now=now)
     job.save()
     # Under the row lock taken above: concurrent updates of the job number their versions in turn.
     versions_record(jobs=[job], actor=actor, now=now)
     if {"pool", "priority"} & fields.keys():
-        pending.update(pool=job.pool, priority=job.priority, updated_at=now)
+        # A retry waiting here takes its earlier attempts to the new pool: the metrics' retries
+        # of each pool stay where they were (executions/tallies.py).
+        with tallies.folding(pending):
+            pending.update(pool=job.pool, priority=job.priority, updated_at=now)
     return job
 
 
@@ -406,7 +410,8 @@ def jobs_prune(*, before: datetime, limit: int) -> int:
     execution left, oldest first, with their versions. The sweeper prunes finished executions
     after the retention, then this: at a constant daily volume of one-off jobs the jobs table
     holds steady too, instead of growing by the day's volume for ever. Reads the partial index
-    of ended jobs (job_ended), so the look costs what it finds, not the table's size."""
+    of ended jobs (job_ended), so the look costs what it finds, not the table's size. It takes
+    no execution with it, so the metrics' counters have nothing to fold (executions/tallies.py)."""
     ids = list(
         Job.objects.filter(state__in=JOB_TERMINAL, updated_at__lt=before)
         .exclude(Exists(Execution.objects.filter(job_id=OuterRef("pk"))))

@@ -23,7 +23,7 @@ from typing import Any
 
 from django.db import connection
 
-from executions import observers, tracing
+from executions import observers, tallies, tracing
 from executions.models import Execution, Run
 from executions.moves import FRESH_ATTEMPT, moves
 from executions.states import ExecutionState
@@ -131,16 +131,18 @@ def reblock(*, run_id: Any, names: Sequence[str], now: datetime, reason: str) ->
     if not names:
         return []
     fresh = ", ".join(f"{name} = {_sql_value(value)}" for name, value in FRESH_ATTEMPT.items())
-    return _move_steps(
-        run_id,
-        names,
-        source=S.CANCELLED,
-        target=S.BLOCKED,
-        now=now,
-        assignments="attempt = attempt + (CASE WHEN started_at IS NULL THEN 0 ELSE 1 END),"
-        f" error = '', traceback = '', {fresh}",
-        message=reason,
-    )
+    # Their ends still count in the metrics, and a new attempt here is not a retry (tallies.py).
+    with tallies.folding(Execution.objects.filter(run_id=run_id, step__in=names, state=S.CANCELLED)):
+        return _move_steps(
+            run_id,
+            names,
+            source=S.CANCELLED,
+            target=S.BLOCKED,
+            now=now,
+            assignments="attempt = attempt + (CASE WHEN started_at IS NULL THEN 0 ELSE 1 END),"
+            f" error = '', traceback = '', {fresh}",
+            message=reason,
+        )
 
 
 def _sql_value(value: Any) -> str:

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from django.db import transaction
 from django.db.models import F
 
-from executions import observers, steps, tracing
+from executions import observers, steps, tallies, tracing
 from executions.admission import Admission, LimitOf, choose
 from executions.models import Execution, Origin
 from executions.moves import FRESH_ATTEMPT, accepts, move_one, moves
@@ -418,18 +418,20 @@ def request_cancel(*, execution_id: Any, now: datetime, reason: str) -> bool:
 def redrive(*, execution_id: Any, source: ExecutionState, now: datetime, reason: str) -> bool:
     """DEAD, FAILED or CANCELLED → PENDING: run it again, now, as its next attempt."""
     accepts("redrive", source)
-    moved = _move(
-        execution_id=execution_id,
-        source=source,
-        target=S.PENDING,
-        now=now,
-        message=reason,
-        attempt=F("attempt") + 1,
-        available_at=now,
-        error="",
-        traceback="",
-        **FRESH_ATTEMPT,
-    )
+    # The end it had still counts in the metrics, and its new attempt is not a retry (tallies.py).
+    with tallies.folding(Execution.objects.filter(pk=execution_id, state=source)):
+        moved = _move(
+            execution_id=execution_id,
+            source=source,
+            target=S.PENDING,
+            now=now,
+            message=reason,
+            attempt=F("attempt") + 1,
+            available_at=now,
+            error="",
+            traceback="",
+            **FRESH_ATTEMPT,
+        )
     if moved:
         store().notify_due(now)
     return moved
@@ -545,10 +547,16 @@ def republish_many(*, now: datetime, grace_seconds: float, limit: int) -> list[R
 
 
 def prune_many(*, before: datetime, limit: int) -> int:
-    """Delete up to `limit` executions (and their events) that finished before `before`."""
-    ids = list(
-        Execution.objects.filter(state__in=TERMINAL, finished_at__lt=before).values_list("pk", flat=True)[:limit]
-    )
-    if ids:
-        Execution.objects.filter(pk__in=ids).delete()
+    """Delete up to `limit` executions (and their events) that finished before `before`. What
+    they counted is folded into the metrics' totals in the same transaction (executions/tallies.py);
+    rows another sweeper is pruning are skipped, so none is folded twice."""
+    with transaction.atomic():
+        ids = list(
+            Execution.objects.select_for_update(skip_locked=True)
+            .filter(state__in=TERMINAL, finished_at__lt=before)
+            .values_list("pk", flat=True)[:limit]
+        )
+        if ids:
+            with tallies.folding(Execution.objects.filter(pk__in=ids)):
+                Execution.objects.filter(pk__in=ids).delete()
     return len(ids)

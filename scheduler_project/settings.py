@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "worker",
     "maintenance",
     "standalone",
+    "alerts",
     "web",
     "dashboard",
 ]
@@ -275,6 +276,36 @@ TICKWORK_LOG_LINES_PER_ATTEMPT = int(os.environ.get("TICKWORK_LOG_LINES_PER_ATTE
 TICKWORK_LOG_LINE_BYTES = int(os.environ.get("TICKWORK_LOG_LINE_BYTES", "8192"))
 TICKWORK_HTTP_ALLOW_PRIVATE = _env_bool("TICKWORK_HTTP_ALLOW_PRIVATE", False)
 TICKWORK_HTTP_TIMEOUT_SECONDS = float(os.environ.get("TICKWORK_HTTP_TIMEOUT_SECONDS", "10"))
+# GET /metrics (web/metrics.py): answered to a staff session, or to `Authorization: Bearer` this
+# token when it is set (unset: staff sessions only). Tenant labels: at most this many tenants, the
+# rest summed as "_other". A rendering is reused for this long per web process (0: never).
+TICKWORK_METRICS_TOKEN = os.environ.get("TICKWORK_METRICS_TOKEN", "")
+TICKWORK_METRICS_MAX_TENANTS = int(os.environ.get("TICKWORK_METRICS_MAX_TENANTS", "50"))
+TICKWORK_METRICS_CACHE_SECONDS = float(os.environ.get("TICKWORK_METRICS_CACHE_SECONDS", "5"))
+
+# --- Alerts (alerts/, docs/alerts.md) ---------------------------------------------------------------
+# The alerter (`manage.py run_alerter`) evaluates every rule this often.
+TICKWORK_ALERTS_INTERVAL_SECONDS = float(os.environ.get("TICKWORK_ALERTS_INTERVAL_SECONDS", "5"))
+# Global (staff) rules' webhooks are signed with this; a tenant's rules with the tenant's signing secret.
+TICKWORK_ALERTS_SIGNING_SECRET = os.environ.get("TICKWORK_ALERTS_SIGNING_SECRET", "")
+TICKWORK_ALERTS_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("TICKWORK_ALERTS_WEBHOOK_TIMEOUT_SECONDS", "5"))
+# Tries per notification (the pause doubles from 5 s, at most 5 min) before it is FAILED.
+TICKWORK_ALERTS_DELIVERY_ATTEMPTS = int(os.environ.get("TICKWORK_ALERTS_DELIVERY_ATTEMPTS", "5"))
+# Email (Django's backends). Without EMAIL_HOST the console backend writes messages to the
+# alerter's log, so the embedded default needs no mail server.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = _env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = float(os.environ.get("EMAIL_TIMEOUT", "10"))
+EMAIL_BACKEND = os.environ.get(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend",
+)
+EMAIL_FILE_PATH = os.environ.get("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "tickwork@localhost")
 
 LOGGING = {
     "version": 1,

@@ -4,6 +4,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from dashboard.views import static_asset
+from web.api.alerts import AlertDetailApi, AlertListApi, AlertRuleDetailApi, AlertRuleListCreateApi
 from web.api.events import EventDetailApi, EventListCreateApi
 from web.api.execution_logs import ExecutionLogsApi
 from web.api.executions import ExecutionCancelApi, ExecutionDetailApi, ExecutionListApi, ExecutionRetryApi
@@ -23,6 +24,7 @@ from web.api.jobs import (
 )
 from web.api.pools import PoolListApi
 from web.api.runs import JobRunsApi, RunCancelApi, RunDetailApi
+from web.metrics import metrics_view
 
 api = [
     path("", ApiIndexApi.as_view(), name="api-index"),
@@ -49,6 +51,10 @@ api = [
     path("events", EventListCreateApi.as_view(), name="event-list"),
     path("events/<str:event_id>", EventDetailApi.as_view(), name="event-detail"),
     path("hooks/<str:tenant>/<str:event_name>", HookApi.as_view(), name="hook"),
+    path("alerts", AlertListApi.as_view(), name="alert-list"),
+    path("alerts/rules", AlertRuleListCreateApi.as_view(), name="alert-rule-list"),  # before alerts/<alert_id>
+    path("alerts/rules/<str:rule_id>", AlertRuleDetailApi.as_view(), name="alert-rule-detail"),
+    path("alerts/<str:alert_id>", AlertDetailApi.as_view(), name="alert-detail"),
     path("schema", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
     # Split: Swagger UI's start-up script is a file of its own, which the Content-Security-Policy allows.
     path("docs", SpectacularSwaggerSplitView.as_view(url_name="schema", permission_classes=[]), name="docs"),
@@ -60,5 +66,6 @@ urlpatterns = [
     path("", RedirectView.as_view(pattern_name="dashboard:overview", permanent=False)),
     path("dashboard/", include("dashboard.urls")),
     path("accounts/", include("dashboard.account_urls")),
+    path("metrics", metrics_view, name="metrics"),  # Prometheus' text, not the JSON API: no schema
     re_path(r"^static/(?P<path>.*)$", static_asset),
 ]

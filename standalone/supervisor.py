@@ -1,8 +1,8 @@
 """Standalone mode: every role on one machine, as supervised child processes.
 
-The supervisor starts the web server, a dispatcher, a sweeper and a Celery worker serving every
-pool; restarts a child that dies (with a growing pause, logged); and on SIGINT/SIGTERM stops them
-all. Each child leads its own process group, so stopping one also stops what it forked (Celery's
+The supervisor starts the web server, a dispatcher, a sweeper, an alerter and a Celery worker
+serving every pool; restarts a child that dies (with a growing pause, logged); and on SIGINT/SIGTERM
+stops them all. Each child leads its own process group, so stopping one also stops what it forked (Celery's
 pool processes), and each is told by the kernel to stop if the supervisor itself dies.
 """
 
@@ -140,6 +140,7 @@ def role_commands(*, host: str, port: int, pools: list[str], concurrency: int) -
         Child("web", [python, "-m", "daphne", "-b", host, "-p", str(port), "scheduler_project.asgi:application"]),
         Child("dispatcher", [python, manage, "run_dispatcher"]),
         Child("sweeper", [python, manage, "run_sweeper"]),
+        Child("alerter", [python, manage, "run_alerter"]),
         Child(
             "worker",
             [

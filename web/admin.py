@@ -1,7 +1,9 @@
 """The admin: tenants, jobs and executions. Its actions call the same services as the API."""
 
 from django.contrib import admin, messages
+from django.db import transaction
 
+from executions import tallies
 from executions.clock import db_now
 from executions.models import Execution, ExecutionEvent
 from executions.scheduling import job_cancel, job_pause, job_resume, job_trigger
@@ -14,6 +16,26 @@ from tenants.models import ApiToken, Tenant
 from tenants.services import token_create
 
 
+class FoldsExecutions:
+    """For an admin whose deletions cascade to executions: what those executions counted is
+    folded into the metrics' totals first, in the deletion's transaction (executions/tallies.py),
+    so the counters at /metrics do not go down."""
+
+    execution_filter = ""  # the lookup from an execution to the objects deleted ("tenant__in")
+
+    def _executions(self, queryset):
+        lookup = self.execution_filter or "pk__in"
+        return Execution.objects.filter(**{lookup: queryset.values("pk")})
+
+    def delete_model(self, request, obj):
+        with transaction.atomic(), tallies.folding(self._executions(type(obj).objects.filter(pk=obj.pk))):
+            super().delete_model(request, obj)  # type: ignore[misc]
+
+    def delete_queryset(self, request, queryset):
+        with transaction.atomic(), tallies.folding(self._executions(queryset)):
+            super().delete_queryset(request, queryset)  # type: ignore[misc]
+
+
 class ApiTokenInline(admin.TabularInline):
     model = ApiToken
     extra = 0
@@ -22,7 +44,8 @@ class ApiTokenInline(admin.TabularInline):
 
 
 @admin.register(Tenant)
-class TenantAdmin(admin.ModelAdmin):
+class TenantAdmin(FoldsExecutions, admin.ModelAdmin):
+    execution_filter = "tenant__in"
     list_display = ["slug", "name", "weight", "max_concurrent_executions", "max_active_jobs", "submit_rate_per_minute"]
     search_fields = ["slug", "name"]
     filter_horizontal = ["members"]
@@ -80,7 +103,8 @@ def _run_action(modeladmin, request, queryset, service, verb: str) -> None:
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(FoldsExecutions, admin.ModelAdmin):
+    execution_filter = "job__in"
     list_display = ["name", "tenant", "type", "schedule", "timezone", "handler", "pool", "state", "next_fire_at"]
     list_filter = ["state", "type", "pool", "tenant"]
     search_fields = ["name", "id", "handler"]
@@ -133,7 +157,7 @@ class EventInline(admin.TabularInline):
 
 
 @admin.register(Execution)
-class ExecutionAdmin(admin.ModelAdmin):
+class ExecutionAdmin(FoldsExecutions, admin.ModelAdmin):
     list_display = ["id", "job", "tenant", "pool", "attempt", "state", "scheduled_for", "started_at", "finished_at"]
     list_filter = ["state", "pool", "origin", "tenant"]
     search_fields = ["id", "job__name", "job__id"]

@@ -31,7 +31,7 @@ def test_the_page_shows_the_current_attempts_lines_and_links_the_others(member_c
 
     assert "second &lt;b&gt;try&lt;/b&gt;" in page and "first try" not in page
     assert 'data-testid="log-attempt-1"' in page
-    assert "data-poll-src" not in page
+    assert f'data-poll-src="/dashboard/executions/{execution.pk}/logs' not in page  # (the alerts banner is polled)
     assert "first try" in earlier and "second" not in earlier
 
 

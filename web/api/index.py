@@ -28,6 +28,10 @@ ENDPOINTS = [
     ("events", "events", "post an event (POST: starts the event jobs it matches) and list events"),
     ("event", "events/{eventId}", "an event and what it started"),
     ("hook", "hooks/{tenant}/{eventName}", "POST: an inbound webhook, signed (X-Tickwork-Signature), no token"),
+    ("alerts", "alerts", "active and recent alerts, newest first; ?state=FIRING is what is active now"),
+    ("alert", "alerts/{alertId}", "an alert with its notifications"),
+    ("alertRules", "alerts/rules", "list (GET) and create (POST) alert rules"),
+    ("alertRule", "alerts/rules/{ruleId}", "an alert rule: GET, PATCH, DELETE"),
     ("schema", "schema", "the OpenAPI 3 schema (no token needed)"),
     ("docs", "docs", "the API docs, Swagger UI (no token needed)"),
 ]

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('executions', '0008_execution_logs'),
+        ('executions', '0009_execution_totals'),
     ]
 
     operations = [

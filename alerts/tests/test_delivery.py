@@ -1,0 +1,94 @@
+"""Delivery that fails: recorded, retried with a growing pause for a bounded number of attempts,
+then FAILED with its error (visible in GET /v1/alerts); never blocking evaluation. Private
+addresses are refused as the `http` handler refuses them. Global rules sign with the setting."""
+
+import time
+from datetime import timedelta
+
+from django.core import mail
+from django.utils import timezone
+
+from alerts import alerter
+from alerts.models import AlertRule, Notification
+from tenants import signing
+
+
+def _rule(tenant, url, **fields):
+    return AlertRule.objects.create(
+        tenant=tenant,
+        name="r",
+        kind="NO_WORKERS",
+        pool="default",  # no worker is registered: one subject, one alert
+        channels=[{"type": "webhook", "url": url}],
+        **fields,
+    )
+
+
+def test_a_failing_webhook_is_retried_then_failed_and_shown(api, tenant, receiver, settings):
+    settings.TICKWORK_ALERTS_DELIVERY_ATTEMPTS = 3
+    receiver.status = 500
+    _rule(tenant, receiver.url)
+    now = timezone.now()
+
+    first = alerter.run_once(now=now)
+    notification = Notification.objects.get()
+    assert first.evaluation.fired == 1 and first.delivery.retried == 1
+    assert notification.state == "PENDING" and notification.attempts == 1 and "500" in notification.last_error
+
+    assert alerter.run_once(now=now + timedelta(seconds=1)).delivery.total() == 0  # not yet: it waits 5 s
+    alerter.run_once(now=now + timedelta(minutes=1))
+    alerter.run_once(now=now + timedelta(minutes=2))
+    notification.refresh_from_db()
+    assert notification.state == "FAILED" and notification.attempts == 3
+    assert len(receiver.requests) == 3
+    shown = api.get("/v1/alerts").json()["results"][0]["notifications"][0]
+    assert shown["state"] == "FAILED" and shown["attempts"] == 3 and "500" in shown["lastError"]
+
+
+def test_a_private_address_is_refused_unless_allowed(tenant, settings):
+    settings.TICKWORK_HTTP_ALLOW_PRIVATE = False
+    _rule(tenant, "http://127.0.0.1:9/hook")
+
+    alerter.run_once(now=timezone.now())
+
+    notification = Notification.objects.first()
+    assert "127.0.0.1 is" in notification.last_error and notification.attempts == 1
+
+
+def test_a_global_rule_signs_with_the_alerts_signing_secret(receiver, settings, db):
+    settings.TICKWORK_ALERTS_SIGNING_SECRET = "s3cret"
+    _rule(None, receiver.url)
+
+    alerter.run_once(now=timezone.now())
+
+    assert receiver.requests
+    for request in receiver.requests:
+        assert signing.verify(
+            request.headers[signing.SIGNATURE_HEADER], request.body, secrets=["s3cret"], now=time.time()
+        )
+        assert request.json()["tenant"] is None
+
+
+def test_a_failing_email_does_not_stop_the_webhook_or_the_evaluation(tenant, receiver, settings):
+    settings.EMAIL_BACKEND = "alerts.tests.test_delivery.BrokenEmailBackend"
+    AlertRule.objects.create(
+        tenant=tenant,
+        name="r",
+        kind="NO_WORKERS",
+        pool="default",
+        channels=[{"type": "email", "to": "a@example.com"}, {"type": "webhook", "url": receiver.url}],
+    )
+
+    result = alerter.run_once(now=timezone.now())
+
+    assert result.evaluation.fired == 1 and result.delivery.sent == 1 and result.delivery.retried == 1
+    assert len(receiver.requests) == 1 and not mail.outbox
+    assert "SMTP is down" in Notification.objects.get(channel_type="email").last_error
+
+
+class BrokenEmailBackend:
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def send_messages(self, messages):
+        raise OSError("SMTP is down")

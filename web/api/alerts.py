@@ -1,0 +1,173 @@
+"""Alert rules (`GET/POST /v1/alerts/rules`, `GET/PATCH/DELETE /v1/alerts/rules/{id}`) and the
+alerts they raised (`GET /v1/alerts`, `GET /v1/alerts/{id}`). The alerter (alerts/alerter.py)
+evaluates the rules; docs/alerts.md says what each kind means."""
+
+from typing import Any
+
+from django.http import Http404
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from alerts.kinds import DEFAULT_WINDOW_SECONDS, rule_problems
+from alerts.models import Alert, AlertKind, AlertRule
+from alerts.selectors import alert_get, alert_list, rule_get, rule_list
+from alerts.services import rule_create, rule_delete, rule_update
+from jobs import registry
+from jobs.models import JobType
+from jobs.selectors import job_get
+from tenants.models import Tenant
+from tenants.selectors import scope_of
+from web.api.alert_filters import AlertFilter
+from web.api.alert_serializers import (
+    AlertRuleInputSerializer,
+    AlertRuleSerializer,
+    AlertRuleUpdateSerializer,
+    AlertSerializer,
+)
+from web.authentication import actor_of, tenant_to_write_in
+from web.rest import Pagination
+
+RULE_RULES = """Rules between fields, checked with the schema's:
+
+- `threshold` is in the kind's unit and range: FAILURE_RATE a percentage from 0 to 100 (required),
+  START_LAG_P99 milliseconds (required), DEAD_LETTER a count (default 0), SCHEDULER_DOWN and
+  MISSED_FIRE seconds (default 60); NO_WORKERS has none (any given is ignored).
+- `pool` narrows every kind but SCHEDULER_DOWN; `jobId` narrows FAILURE_RATE, START_LAG_P99,
+  DEAD_LETTER and MISSED_FIRE (a cron job), and must be a job of the rule's tenant.
+- A token's rule is its tenant's and judges only its tenant's executions and jobs (NO_WORKERS and
+  SCHEDULER_DOWN watch the shared fleet). A staff session may name a `tenant`, or leave it out for
+  a global rule over every tenant.
+"""
+
+
+class AlertPagination(Pagination):
+    """Alerts, newest fired first."""
+
+    ordering = "-fired_at"
+
+
+def _rule_or_404(request, rule_id) -> AlertRule:
+    rule = rule_get(scope=scope_of(user=request.user), rule_id=rule_id)
+    if rule is None:
+        raise Http404("no such alert rule")
+    return rule
+
+
+def _tenant_of_new_rule(request, slug: str | None) -> Tenant | None:
+    """A token's tenant; a staff session's named tenant, or none (a global rule); a member's as
+    for jobs."""
+    staff_session = getattr(request.user, "tenant", None) is None and getattr(request.user, "is_staff", False)
+    if staff_session and not slug:
+        return None
+    return tenant_to_write_in(request, slug, what="alert rules")
+
+
+def _model_fields(data: dict[str, Any], *, tenant: Tenant | None, current: AlertRule | None) -> dict[str, Any]:
+    """The rule's model fields from validated input (merged over `current` for a change),
+    checked as a whole: 400 naming each wrong field."""
+
+    def given(name: str, attr: str, default: Any) -> Any:
+        if name in data:
+            return data[name]
+        return getattr(current, attr) if current is not None else default
+
+    kind = given("kind", "kind", None)
+    window_sec = given("windowSec", "window_sec", DEFAULT_WINDOW_SECONDS)
+    pool = given("pool", "pool", "") or ""
+    job_id = given("jobId", "job_id", None)
+    threshold_given = "threshold" in data and data["threshold"] is not None
+    threshold = data.get("threshold") if threshold_given else (current.threshold if current is not None else None)
+    if current is not None and "kind" in data and data["kind"] != current.kind and not threshold_given:
+        threshold = None  # another kind: the old threshold's unit is not its
+    problems, threshold = rule_problems(
+        kind=kind,
+        threshold=threshold,
+        threshold_given=threshold is not None,
+        window_sec=window_sec,
+        pool=pool,
+        has_job=job_id is not None,
+    )
+    errors: dict[str, list[str]] = {name: [message] for name, message in problems.items()}
+    if pool and pool not in registry.pools() and "pool" not in errors:
+        errors["pool"] = [f"unknown pool '{pool}'; known: {', '.join(registry.pools())}"]
+    job = None
+    if job_id is not None and "jobId" not in errors:
+        job = job_get(scope=None if tenant is None else [tenant.pk], job_id=job_id)
+        if job is None:
+            errors["jobId"] = ["no such job" + ("" if tenant is None else f" in tenant {tenant.slug}")]
+        elif kind == AlertKind.MISSED_FIRE and job.type != JobType.CRON:
+            errors["jobId"] = [f"MISSED_FIRE watches cron jobs; this job is {job.type}"]
+    if errors:
+        raise serializers.ValidationError(errors)
+    fields: dict[str, Any] = {
+        "kind": kind,
+        "threshold": threshold,
+        "window_sec": window_sec,
+        "pool": pool,
+        "job": job,
+    }
+    for name, attr in (("name", "name"), ("channels", "channels"), ("enabled", "enabled")):
+        if name in data:
+            fields[attr] = data[name]
+    return fields
+
+
+class AlertRuleListCreateApi(generics.ListAPIView):
+    serializer_class = AlertRuleSerializer
+
+    def get_queryset(self):
+        return rule_list(scope=scope_of(user=self.request.user))
+
+    @extend_schema(request=AlertRuleInputSerializer, responses={201: AlertRuleSerializer}, description=RULE_RULES)
+    def post(self, request):
+        serializer = AlertRuleInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        tenant = _tenant_of_new_rule(request, data.get("tenant"))
+        fields = _model_fields(data, tenant=tenant, current=None)
+        rule = rule_create(tenant=tenant, fields=fields, actor=actor_of(request))
+        return Response(AlertRuleSerializer(rule).data, status=status.HTTP_201_CREATED)
+
+
+class AlertRuleDetailApi(APIView):
+    @extend_schema(responses=AlertRuleSerializer)
+    def get(self, request, rule_id):
+        return Response(AlertRuleSerializer(_rule_or_404(request, rule_id)).data)
+
+    @extend_schema(request=AlertRuleUpdateSerializer, responses=AlertRuleSerializer, description=RULE_RULES)
+    def patch(self, request, rule_id):
+        rule = _rule_or_404(request, rule_id)
+        serializer = AlertRuleUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        fields = _model_fields(serializer.validated_data, tenant=rule.tenant, current=rule)
+        return Response(AlertRuleSerializer(rule_update(rule=rule, fields=fields)).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, rule_id):
+        rule_delete(rule=_rule_or_404(request, rule_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class AlertListApi(generics.ListAPIView):
+    """Active and recent alerts, newest fired first (resolved ones are kept for the retention,
+    TICKWORK_RETENTION_DAYS). `?state=FIRING` lists what is active now."""
+
+    serializer_class = AlertSerializer
+    filterset_class = AlertFilter
+    pagination_class = AlertPagination
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Alert.objects.none()
+        return alert_list(scope=scope_of(user=self.request.user))
+
+
+class AlertDetailApi(APIView):
+    @extend_schema(responses=AlertSerializer)
+    def get(self, request, alert_id):
+        alert = alert_get(scope=scope_of(user=request.user), alert_id=alert_id)
+        if alert is None:
+            raise Http404("no such alert")
+        return Response(AlertSerializer(alert).data)
