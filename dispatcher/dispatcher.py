@@ -21,7 +21,7 @@ from background.loop import StopFlag, run_forever
 from background.publisher import Dispatch, Publisher
 from dispatcher.buffer import BrokerBuffer
 from dispatcher.wakeup import DueClock
-from executions import runs, transitions
+from executions import runs, tracing, transitions
 from executions.clock import db_now
 from executions.models import Execution, Origin
 from executions.services import execution_cancel
@@ -93,15 +93,20 @@ def run_once(
 
     In the same transaction, every claimed cron fire materialises the job's next fire (so a
     crash can lose neither), after applying the job's misfire and concurrency policies.
+
+    With tracing on, each claimed execution's `tickwork.dispatch` span joins its trace, from the
+    claim to its publish (executions/tracing.py).
     """
     config = config or DispatcherSettings.from_django()
     buffer = buffer or config.buffer()
     limit = limit or config.batch
     result = DispatchResult()
+    began = tracing.now_ns()
     with transaction.atomic():
         claimed, cron_job_ids, admission = transitions.claim_many(
             now=now, limit=limit, publish_grace=config.publish_grace, limit_of=buffer.limit
         )
+        spans = tracing.dispatching(claimed, began_ns=began)
         buffer.claimed(admission.held_back)
         result.claimed, result.held_back = len(claimed), admission.held_back
         # A workflow's steps: their runs are admitted as wholes (executions/runs.py).
@@ -111,6 +116,7 @@ def run_once(
         fires = [m for m in scheduled if m.job_id in jobs]
         skipped |= _apply_policies(fires, jobs, now, config.misfire_grace) if fires else set()
         result.skipped = len(skipped)
+        spans.skipped(skipped)
         result.materialised += _materialise_next(fires, jobs, now)
         dispatches = [
             Dispatch(execution_id=str(m.id), lease_token=m.lease_token, pool=m.pool, priority=m.priority)
@@ -119,8 +125,13 @@ def run_once(
         ]
         result.published = len(dispatches)
         if dispatches:
-            transaction.on_commit(lambda: publisher.publish(dispatches))
+            transaction.on_commit(lambda: _publish(publisher, dispatches, spans))
     return result
+
+
+def _publish(publisher: Publisher, dispatches: list[Dispatch], spans: tracing.Dispatching) -> None:
+    with spans:  # each dispatch span ends with its publish
+        publisher.publish(dispatches)
 
 
 def serve(*, stop: StopFlag, publisher: Publisher, config: DispatcherSettings | None = None) -> None:
@@ -238,7 +249,8 @@ def _materialise_next(claimed: Sequence[Moved], jobs: dict, now: datetime) -> in
         fire = after(job, m.scheduled_for)
         if fire <= now and job.misfire_policy != MisfirePolicy.RUN_ALL:
             fire = after(job, now)
-        fires[(job.pk, fire)] = Fire(job.pk, job.tenant_id, job.pool, job.priority, fire)
+        with tracing.fire_trace(job_id=job.pk, scheduled_for=fire, previous=m.traceparent) as trace:
+            fires[(job.pk, fire)] = Fire(job.pk, job.tenant_id, job.pool, job.priority, fire, trace)
         next_fires[job.pk] = max(fire, next_fires.get(job.pk, fire))
     created = transitions.create_fires(fires=list(fires.values()), now=now)
     transitions.advance_jobs(next_fires=next_fires, now=now)

@@ -16,7 +16,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, QuerySet
 
-from executions import steps, transitions
+from executions import steps, tracing, transitions
 from executions.models import Execution, Origin, Run
 from executions.services import execution_cancel
 from executions.states import TERMINAL, ExecutionState, InvalidTransition
@@ -130,7 +130,8 @@ def admit(*, claimed: Sequence[Moved], now: datetime, misfire_grace: timedelta) 
             skipped_runs.add(run.pk)
         Run.objects.filter(pk=run.pk).update(admitted=True)
         if job.type == JobType.CRON and run.origin == Origin.SCHEDULE:
-            made += _make_next(job, after=run.scheduled_for, now=now)
+            previous = next((m.traceparent for m in claimed if m.run_id == run.pk), "")
+            made += _make_next(job, after=run.scheduled_for, now=now, previous=previous)
     return {m.id for m in claimed if m.run_id in skipped_runs}, made
 
 
@@ -158,15 +159,16 @@ def _policy_verdict(run: Run, job: Job, *, now: datetime, grace: timedelta) -> s
     return ""
 
 
-def _make_next(job: Job, *, after: datetime, now: datetime) -> int:
+def _make_next(job: Job, *, after: datetime, now: datetime, previous: str = "") -> int:
     """The cron job's next run after the fire `after` (past `now` unless RUN_ALL backfills);
-    none if a claim made it already (the unique index of fires decides)."""
+    none if a claim made it already (the unique index of fires decides). The run is a trace of
+    its own, linked to the run before it (`previous`, its trace context)."""
     seed = str(job.pk)
     fire_at = cron.next_fire(job.schedule, job.timezone, after, seed=seed)
     if fire_at <= now and job.misfire_policy != MisfirePolicy.RUN_ALL:
         fire_at = cron.next_fire(job.schedule, job.timezone, now, seed=seed)
     try:
-        with transaction.atomic():
+        with transaction.atomic(), tracing.fire_trace(job_id=job.pk, scheduled_for=fire_at, previous=previous):
             fire(job=job, scheduled_for=fire_at, now=now, wake=False)
     except IntegrityError:
         return 0

@@ -12,7 +12,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 
-from executions import runs, tallies, transitions
+from executions import runs, tallies, tracing, transitions
 from executions.models import Execution, Origin, Run
 from executions.services import execution_cancel
 from executions.states import ExecutionState
@@ -98,7 +98,25 @@ def job_create(
     even when the two race: the unique index on (tenant, key) lets exactly one insert win.
     The same key with another body raises IdempotencyConflict.
     The job's version 1 (jobs.versions), made by `actor`, commits with it.
+    Traced as `tickwork.create_job`, whose context the execution stores (executions/tracing.py).
     """
+    with tracing.span("tickwork.create_job", {"tenant.slug": tenant.slug, "job.type": fields.get("type")}) as span:
+        made = _job_create(
+            tenant=tenant, fields=fields, now=now, idempotency_key=idempotency_key, fingerprint=fingerprint, actor=actor
+        )
+        tracing.annotate(span, {"job.id": made.job.pk, "job.created": made.created})
+    return made
+
+
+def _job_create(
+    *,
+    tenant: Tenant,
+    fields: dict[str, Any],
+    now: datetime,
+    idempotency_key: str | None,
+    fingerprint: str,
+    actor: str,
+) -> CreateResult:
     if idempotency_key:
         existing = _job_by_key(tenant=tenant, key=idempotency_key, fingerprint=fingerprint)
         if existing:
@@ -179,9 +197,25 @@ def jobs_create_bulk(
       one made, in order, even when the two race; the key with another body raises
       IdempotencyConflict (see `bulk_item_key` for how a batch's key is stored);
     - each job's version 1 (jobs.versions), made by `actor`, commits with it (one statement).
+    Traced as one `tickwork.create_jobs`, whose context every execution of the batch stores.
     """
     if not items:
         raise ValueError("a bulk create needs at least one job")
+    with tracing.span("tickwork.create_jobs", {"tenant.slug": tenant.slug, "jobs.count": len(items)}):
+        return _jobs_create_bulk(
+            tenant=tenant, items=items, now=now, idempotency_key=idempotency_key, fingerprint=fingerprint, actor=actor
+        )
+
+
+def _jobs_create_bulk(
+    *,
+    tenant: Tenant,
+    items: Sequence[dict[str, Any]],
+    now: datetime,
+    idempotency_key: str | None,
+    fingerprint: str,
+    actor: str,
+) -> BulkCreateResult:
     keys = [bulk_item_key(idempotency_key, index) for index in range(len(items))] if idempotency_key else []
     if keys and (existing := _batch_by_keys(tenant=tenant, keys=keys, fingerprint=fingerprint)):
         return BulkCreateResult(existing, created=False)

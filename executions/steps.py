@@ -23,7 +23,7 @@ from typing import Any
 
 from django.db import connection
 
-from executions import observers, tallies
+from executions import observers, tallies, tracing
 from executions.models import Execution, Run
 from executions.moves import FRESH_ATTEMPT, moves
 from executions.states import ExecutionState
@@ -37,8 +37,10 @@ _FAILED_UPSTREAM = frozenset({S.DEAD, S.CANCELLED})
 
 def create_run(*, run: Run, priority: int, now: datetime, wake: bool = True) -> list[Execution]:
     """∅ → PENDING for `run`'s root steps and ∅ → BLOCKED for the others, each with its first
-    event, in a constant number of statements. Returns the executions in the steps' order."""
+    event, in a constant number of statements. Returns the executions in the steps' order. Every
+    step carries the trace context it is made in, so the whole run is one trace."""
     roots = set(workflow.roots(run.steps))
+    trace = tracing.traceparent()
     executions = [
         Execution(
             id=uuid.uuid4(),
@@ -53,6 +55,7 @@ def create_run(*, run: Run, priority: int, now: datetime, wake: bool = True) -> 
             state=S.PENDING if step["name"] in roots else S.BLOCKED,
             scheduled_for=run.scheduled_for,
             available_at=run.scheduled_for,
+            traceparent=trace,
         )
         for step in run.steps
     ]

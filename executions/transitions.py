@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from django.db import transaction
 from django.db.models import F
 
-from executions import observers, steps, tallies
+from executions import observers, steps, tallies, tracing
 from executions.admission import Admission, LimitOf, choose
 from executions.models import Execution, Origin
 from executions.moves import FRESH_ATTEMPT, accepts, move_one, moves
@@ -74,6 +74,7 @@ def create(
         event_id=event_id,
         scheduled_for=scheduled_for,
         available_at=scheduled_for,
+        traceparent=tracing.traceparent(),
     )
     store().record_events(
         [(execution.id, 1, "")],
@@ -108,6 +109,7 @@ def create_many(*, runs: Sequence[tuple[Any, datetime]], now: datetime) -> list[
     costs no round trip per job. Returns the executions in the order of `runs`."""
     if not runs:
         return []
+    trace = tracing.traceparent()
     executions = [
         Execution(
             job=job,
@@ -117,6 +119,7 @@ def create_many(*, runs: Sequence[tuple[Any, datetime]], now: datetime) -> list[
             origin=Origin.SCHEDULE,
             scheduled_for=scheduled_for,
             available_at=scheduled_for,
+            traceparent=trace,
         )
         for job, scheduled_for in runs
     ]

@@ -17,7 +17,7 @@ from django.db import close_old_connections, transaction
 from background.loop import StopFlag, run_forever
 from background.publisher import Dispatch, Publisher
 from events.services import events_prune
-from executions import runs, transitions
+from executions import runs, tracing, transitions
 from executions.clock import db_now
 from executions.scheduling import jobs_prune
 from executions.services import execution_settle_failure
@@ -74,6 +74,7 @@ def reclaim_lost(*, now: datetime, limit: int) -> int:
         moved = transitions.rescue_many(now=now, limit=limit)
         for m in moved:
             execution_settle_failure(execution_id=m.id, failed_state=S.FAILED_WORKER_LOST, now=now)
+        tracing.swept(moved, action="worker_lost", error=True)
     return len(moved)
 
 
@@ -84,6 +85,7 @@ def time_out(*, now: datetime, limit: int, cancel_grace: timedelta) -> int:
         moved = transitions.time_out_many(now=now, before=now - cancel_grace, limit=limit)
         for m in moved:
             execution_settle_failure(execution_id=m.id, failed_state=S.TIMED_OUT, now=now)
+        tracing.swept(moved, action="timed_out", error=True)
     return len(moved)
 
 
@@ -91,7 +93,9 @@ def force_cancel(*, now: datetime, limit: int, cancel_grace: timedelta) -> int:
     """RUNNING with a cancel request that its worker did not act on within two graces, or whose
     worker is gone → CANCELLED."""
     with transaction.atomic():
-        return len(transitions.force_cancel_many(now=now, requested_before=now - 2 * cancel_grace, limit=limit))
+        moved = transitions.force_cancel_many(now=now, requested_before=now - 2 * cancel_grace, limit=limit)
+        tracing.swept(moved, action="force_cancelled", error=False)
+    return len(moved)
 
 
 def republish(*, now: datetime, limit: int, publisher: Publisher, publish_grace: float) -> int:

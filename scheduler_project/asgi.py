@@ -2,7 +2,10 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from executions import tracing
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
+tracing.setup("api")  # before the middleware is loaded: it is dropped when tracing is off
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app registry loaded)

@@ -373,6 +373,9 @@ CONTENT_SECURITY_POLICY = os.environ.get(
     "frame-ancestors 'none'",
 )
 MIDDLEWARE.insert(1, "web.middleware.ContentSecurityPolicyMiddleware")
+# OpenTelemetry (README, "Tracing"): first, so that its span holds the whole request; it drops
+# itself from the chain when no OTEL_* variable asks for traces.
+MIDDLEWARE.insert(0, "web.middleware.TracingMiddleware")
 
 # Failed logins (admin and dashboard) are throttled by django-axes: after TICKWORK_LOGIN_FAILURE_LIMIT
 # failures for one user name from one address, that pair is refused with 429 (and Retry-After) for

@@ -113,3 +113,16 @@ def logs_threads(ctx: HandlerContext):
             return {"writtenWhileRunning": True}
         time.sleep(0.05)
     return {"writtenWhileRunning": False}
+
+
+@register("test-traced")
+def traced(ctx: HandlerContext):
+    """Makes a span of its own with the OpenTelemetry API (`test.inner`), as a handler would, and
+    fails its first attempt inside it with `failFirst`."""
+    from opentelemetry import trace
+
+    with trace.get_tracer("tickwork.tests").start_as_current_span("test.inner") as span:
+        span.set_attribute("test.attempt", ctx.attempt)
+        if ctx.payload.get("failFirst") and ctx.attempt == 1:
+            raise RuntimeError("failing the first attempt on purpose")
+    return {"attempt": ctx.attempt}

@@ -2,8 +2,11 @@
 Content-Security-Policy header."""
 
 from django.conf import settings
+from django.core.exceptions import MiddlewareNotUsed
 from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
+
+from executions import tracing
 
 # The database cannot be reached, refuses more clients ("too many clients already"), or no pooled
 # connection came free in time (psycopg_pool's PoolTimeout, an OperationalError): a retry may
@@ -30,6 +33,24 @@ class DatabaseUnavailableMiddleware:
         else:
             response = JsonResponse({"detail": DATABASE_UNAVAILABLE_MESSAGE}, status=503)
         response["Retry-After"] = str(settings.TICKWORK_DB_RETRY_AFTER_SECONDS)
+        return response
+
+
+class TracingMiddleware:
+    """A server span per request (executions/tracing.py), continuing the caller's trace when its
+    request carries a `traceparent` header: the executions a request makes join its trace. Not in
+    the chain at all when tracing is off."""
+
+    def __init__(self, get_response) -> None:
+        if not tracing.enabled():
+            raise MiddlewareNotUsed()
+        self.get_response = get_response
+
+    def __call__(self, request):
+        with tracing.server_span(request.method, request.headers) as span:
+            response = self.get_response(request)
+            route = request.resolver_match.route if request.resolver_match else None
+            tracing.served(span, method=request.method, route=route, status=response.status_code)
         return response
 
 

@@ -24,7 +24,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 
 from background.process_thread import ProcessThread
 from events.selectors import event_for_handler
-from executions import runs, transitions
+from executions import runs, tracing, transitions
 from executions.clock import db_now
 from executions.models import Execution
 from executions.services import execution_settle_failure
@@ -408,6 +408,22 @@ def run(*, execution_id: str, lease_token: int, defer_success: bool = False) -> 
         _upstream=functools.partial(runs.upstream_results, run_id=row.run_id, step=row.step) if row.run_id else None,
         _event=functools.partial(event_for_handler, row.event_id) if row.event_id else None,
     )
+    with tracing.run_span(row, handler=handler) as span:
+        outcome = _run(ctx, spec, lease_token, handler=handler, lease=lease, defer_success=defer_success)
+        tracing.outcome(span, outcome, reason=ctx.reason)
+    return outcome
+
+
+def _run(
+    ctx: HandlerContext,
+    spec: registry.HandlerSpec | None,
+    lease_token: int,
+    *,
+    handler: str,
+    lease: float,
+    defer_success: bool,
+) -> ExecutionState | None:
+    """The started run under its heartbeats: the handler, then its outcome recorded (`run`)."""
     heartbeats = Heartbeats.of_process()
     beat = heartbeats.add(ctx, lease_token, lease=lease, grace=settings.TICKWORK_CANCEL_GRACE_SECONDS)
     try:
@@ -423,6 +439,7 @@ def run(*, execution_id: str, lease_token: int, defer_success: bool = False) -> 
         return None
     except Exception as exc:
         heartbeats.remove(beat)
+        tracing.failed(exc)
         error = f"{exc.__class__.__name__}: {exc}"
         if ctx.stop_event.is_set():  # the handler failed because it was being stopped
             _record_stop(ctx, lease_token, beat.outcome)

@@ -17,6 +17,7 @@ from celery.signals import (
 )
 
 from background.publisher import TASK_NAME
+from executions import tracing
 from worker import cancel_relay, registration, runner
 
 # How long a worker process that is ending waits for its queued outcomes to be recorded.
@@ -34,6 +35,19 @@ def run_execution(execution_id: str, lease_token: int) -> None:
 def record_queued_outcomes(**kwargs) -> None:
     if not runner.flush_outcomes(timeout=OUTCOME_FLUSH_SECONDS):
         runner.logger.error("outcomes still queued at exit; their runs will be retried when their leases expire")
+
+
+@worker_init.connect
+def _trace(**kwargs) -> None:
+    """Tracing, if the OTEL_* variables ask for it (executions/tracing.py), set up in the main
+    process before its pool forks: the SDK starts its export thread again in each pool process."""
+    tracing.setup("worker")
+
+
+@worker_process_shutdown.connect  # a pool process ends with os._exit: nothing at exit runs
+@worker_shutdown.connect
+def _flush_traces(**kwargs) -> None:
+    tracing.flush()
 
 
 @worker_ready.connect

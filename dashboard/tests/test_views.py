@@ -512,6 +512,17 @@ def test_the_execution_page_shows_attempts_error_and_timeline(member_client, ten
     assert [e.to_state for e in response.context["events"]] == ["PENDING", "QUEUED", "RUNNING", "FAILED", "DEAD"]
 
 
+def test_the_execution_page_shows_its_trace_id_when_it_was_made_traced(member_client, tenant, make_job):
+    """Tracing on (README, "Tracing"): the trace to look for in the tracing backend; off: no row."""
+    untraced = make_job(tenant).executions.get()
+    traced = make_job(tenant).executions.get()
+    Execution.objects.filter(pk=traced.pk).update(traceparent="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+
+    page = member_client.get(f"/dashboard/executions/{traced.pk}/").content.decode()
+    assert "<dt>Trace</dt>" in page and "4bf92f3577b34da6a3ce929d0e0e4736" in page
+    assert "<dt>Trace</dt>" not in member_client.get(f"/dashboard/executions/{untraced.pk}/").content.decode()
+
+
 def test_the_overview_chart_data_is_embedded_as_json(member_client, tenant, make_job, drive):
     """The charts draw from a JSON blob of 60 minutes; a finished run shows in the last minute."""
     drive(make_job(tenant).executions.get(), "SUCCEEDED")

@@ -48,9 +48,12 @@ class Moved:
     origin: str
     scheduled_for: datetime
     run_id: uuid.UUID | None = None  # a workflow step's run
+    traceparent: str = ""  # the trace it was made in (executions/tracing.py); "" when untraced
 
 
-MOVED_COLUMNS = "id, job_id, tenant_id, pool, attempt, lease_token, worker_id, priority, origin, scheduled_for, run_id"
+MOVED_COLUMNS = (
+    "id, job_id, tenant_id, pool, attempt, lease_token, worker_id, priority, origin, scheduled_for, run_id, traceparent"
+)
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class Fire:
     pool: str
     priority: int
     scheduled_for: datetime
+    traceparent: str = ""  # the fire's own trace (executions/tracing.py); "" when untraced
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,8 @@ class Started:
     run_id: uuid.UUID | None = None  # a workflow step's run, and the step's name
     step: str = ""
     event_id: uuid.UUID | None = None  # the event that started it, if one did
+    pool: str = ""
+    traceparent: str = ""  # the trace its run span joins (executions/tracing.py)
 
 
 @dataclass(frozen=True)
@@ -203,6 +209,8 @@ class Store(AdmissionStatements):
             row.run_id,
             row.step,
             row.event_id,
+            row.pool,
+            row.traceparent,
         )
         return started, change
 
@@ -329,6 +337,7 @@ class Store(AdmissionStatements):
                 priority=f.priority,
                 scheduled_for=f.scheduled_for,
                 available_at=f.scheduled_for,
+                traceparent=f.traceparent,
                 created_at=now,
                 updated_at=now,
             )

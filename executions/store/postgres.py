@@ -54,6 +54,8 @@ logger = logging.getLogger(__name__)
 
 # What a single-row move reads back from its CTE `moved`.
 _MOVED_ONE = "id, attempt, worker_id, job_id, tenant_id, run_id, step, event_id"
+# What a start reads back besides: its pool and trace context, for the run's span.
+_STARTED = f"{_MOVED_ONE}, pool, traceparent"
 # The events of the rows an UPDATE … RETURNING id, attempt, worker_id named `moved` changed; its
 # parameters are the time, the source, the target and the message.
 _EVENTS_OF_MOVED = (
@@ -115,20 +117,30 @@ class PostgresStore(Store, PostgresAdmissionStatements):
             extra_params=[now],
         )
         context = (
-            f"SELECT {', '.join('moved.' + c for c in _MOVED_ONE.split(', '))},"
+            f"SELECT {', '.join('moved.' + c for c in _STARTED.split(', '))},"
             " j.handler, j.payload, t.slug, t.signing_secret"
             " FROM moved JOIN jobs_job j ON j.id = moved.job_id JOIN tenants_tenant t ON t.id = moved.tenant_id"
         )
         with contextlib.nullcontext() if not connection.in_atomic_block else transaction.atomic():
             moved = self._with_events(
-                sql, params, source=S.QUEUED, target=S.RUNNING, now=now, message="started", select=context
+                sql,
+                params,
+                source=S.QUEUED,
+                target=S.RUNNING,
+                now=now,
+                message="started",
+                returning=_STARTED,
+                select=context,
             )
         if len(moved) != 1:
             return None
-        execution_id, attempt, _, job_id, tenant_id, run_id, step, event_id, handler, payload, slug, secret = moved[0]
+        execution_id, attempt, _, job_id, tenant_id, run_id, step, event_id, pool, trace, *rest = moved[0]
+        handler, payload, slug, secret = rest
         # As the ORM converts a read column (no expression: the stubs insist on one).
         payload = Job._meta.get_field("payload").from_db_value(payload, None, self.db)  # type: ignore[arg-type]
-        started = Started(execution_id, job_id, attempt, handler, payload, slug, secret, run_id, step, event_id)
+        started = Started(
+            execution_id, job_id, attempt, handler, payload, slug, secret, run_id, step, event_id, pool, trace
+        )
         return started, (execution_id, job_id, tenant_id, S.RUNNING)
 
     def succeed_many(self, successes: Sequence[Success], *, now: datetime, result_of: Callable) -> list[Change]:
@@ -246,14 +258,17 @@ class PostgresStore(Store, PostgresAdmissionStatements):
             return 0
         # One statement for the batch: the rows as arrays, ON CONFLICT on the one-per-fire index
         # (a fire made already is no error and makes no event), the events from what was made.
+        # Their trace contexts are written only when tracing made some: else the column's default.
+        traced = any(f.traceparent for f in fires)
         rows = self.fetch(
             "WITH v AS (SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::varchar[], %s::smallint[],"
-            " %s::timestamptz[]) AS v(job_id, tenant_id, pool, priority, scheduled_for)),"
+            f" %s::timestamptz[]{', %s::varchar[]' if traced else ''})"
+            f" AS v(job_id, tenant_id, pool, priority, scheduled_for{', traceparent' if traced else ''})),"
             " made AS (INSERT INTO executions_execution (id, job_id, tenant_id, pool, priority, origin, attempt,"
             " state, scheduled_for, available_at, lease_token, publish_count, worker_id, error, traceback,"
-            " step, created_at, updated_at)"
+            f" step, created_at, updated_at{', traceparent' if traced else ''})"
             " SELECT gen_random_uuid(), v.job_id, v.tenant_id, v.pool, v.priority, %s, 1, %s, v.scheduled_for,"
-            " v.scheduled_for, 0, 0, '', '', '', '', %s, %s FROM v"
+            f" v.scheduled_for, 0, 0, '', '', '', '', %s, %s{', v.traceparent' if traced else ''} FROM v"
             " ON CONFLICT (job_id, scheduled_for, step) WHERE origin = 'SCHEDULE' DO NOTHING RETURNING id),"
             " events AS (INSERT INTO executions_executionevent"
             " (execution_id, at, from_state, to_state, attempt, worker_id, message)"
@@ -265,6 +280,7 @@ class PostgresStore(Store, PostgresAdmissionStatements):
                 [f.pool for f in fires],
                 [f.priority for f in fires],
                 [f.scheduled_for for f in fires],
+                *([[f.traceparent for f in fires]] if traced else []),
                 Origin.SCHEDULE.value,
                 ExecutionState.PENDING.value,
                 now,
@@ -318,13 +334,14 @@ class PostgresStore(Store, PostgresAdmissionStatements):
         now: datetime,
         message: str,
         settle: bool = False,
+        returning: str = _MOVED_ONE,
         select: str = f"SELECT {_MOVED_ONE} FROM moved",
     ) -> list[tuple]:
         """Run `update_sql` (an UPDATE of executions) with, in the same statement, an event for
         each row it moved and, with `settle`, the settling of their jobs. Returns what `select`
         reads from `moved`. A worker makes two moves per run: as three to five statements each,
         with BEGIN and COMMIT, they were most of a short run's time."""
-        sql = f"WITH moved AS ({update_sql} RETURNING {_MOVED_ONE}), events AS ({_EVENTS_OF_MOVED})"
+        sql = f"WITH moved AS ({update_sql} RETURNING {returning}), events AS ({_EVENTS_OF_MOVED})"
         params = [*params, now, str(source), str(target), message]
         if settle:
             settle_sql, settle_params = self._settle_sql(moved="moved", now=now)

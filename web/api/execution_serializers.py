@@ -107,10 +107,17 @@ class ExecutionSerializer(serializers.ModelSerializer):
 
 class ExecutionDetailSerializer(ExecutionSerializer):
     events = serializers.SerializerMethodField()
+    traceId = serializers.SerializerMethodField()
 
     class Meta(ExecutionSerializer.Meta):
-        fields = [*ExecutionSerializer.Meta.fields, "traceback", "events"]
+        fields = [*ExecutionSerializer.Meta.fields, "traceback", "events", "traceId"]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.CharField(allow_null=True, min_length=32, max_length=32))
+    def get_traceId(self, execution: Execution) -> str | None:
+        """The OpenTelemetry trace its dispatch and runs are in (32 hex digits: search for it in
+        the tracing backend); null when it was made with tracing off (README, "Tracing")."""
+        return execution.traceparent[3:35] or None
 
     @extend_schema_field(ExecutionEventSerializer(many=True))
     def get_events(self, execution: Execution) -> list[dict]:

@@ -3,10 +3,12 @@ from django.core.management.base import BaseCommand
 from background.loop import StopFlag
 from background.publisher import CeleryPublisher
 from dispatcher.dispatcher import serve
+from executions import tracing
 
 
 class Command(BaseCommand):
     help = "Claim due executions and publish them to their pools' queues, until SIGINT/SIGTERM."
 
     def handle(self, *args, **options) -> None:
+        tracing.setup("dispatcher")
         serve(stop=StopFlag(), publisher=CeleryPublisher())

@@ -2,6 +2,7 @@ from django.core.management.base import BaseCommand
 
 from background.loop import StopFlag
 from background.publisher import CeleryPublisher
+from executions import tracing
 from maintenance.sweeper import serve
 
 
@@ -9,4 +10,5 @@ class Command(BaseCommand):
     help = "Reclaim lost, stalled and overdue executions and prune history, until SIGINT/SIGTERM."
 
     def handle(self, *args, **options) -> None:
+        tracing.setup("sweeper")
         serve(stop=StopFlag(), publisher=CeleryPublisher())
