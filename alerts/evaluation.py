@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from executions.tallies import percentile
+
 # A failure rate over fewer finished runs than this does not page: 1 failure of 1 run is 100 %.
 MIN_FINISHED = 10
 
@@ -14,18 +16,6 @@ MIN_FINISHED = 10
 class Breach:
     subject: str  # what is breaching, stable between evaluations: "all", "pool:default", "job:<id>", "dispatcher"
     summary: str
-
-
-def percentile(values: list[float], fraction: float) -> float | None:
-    """Linear interpolation between closest ranks, as PostgreSQL's percentile_cont (and the
-    dashboard's start-lag chart) computes it."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = fraction * (len(ordered) - 1)
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def _number(value: float) -> str:

@@ -9,6 +9,8 @@ from datetime import datetime
 
 from django.db.models import QuerySet
 
+from executions.tallies import percentile
+
 # Start lags per minute of start: {minute: (p50, p99)}, and over all: (count, p50, p99); seconds.
 PerMinute = dict[datetime, tuple[float | None, float | None]]
 Overall = tuple[int, float | None, float | None]
@@ -52,14 +54,3 @@ class Queries:
         if len(walks) == 1:
             return list(walks[0][start:stop])
         return list(everything.order_by("-scheduled_for", "-id")[start:stop])
-
-
-def percentile(values: list[float], fraction: float) -> float | None:
-    """Linear interpolation between closest ranks, as percentile_cont does."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = fraction * (len(ordered) - 1)
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
