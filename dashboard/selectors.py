@@ -45,6 +45,7 @@ STATE_ORDER = [
     S.FAILED_WORKER_LOST,
     S.CANCELLED,
     S.DEAD,
+    S.DISCARDED,
 ]
 
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard import alert_views, log_views, run_views, views
+from dashboard import alert_views, log_views, run_views, triage_views, views
 
 app_name = "dashboard"
 
@@ -22,4 +22,11 @@ urlpatterns = [
     path("audit/", views.audit_log, name="audit"),
     path("alerts/", alert_views.alerts_page, name="alerts"),
     path("alerts/banner", alert_views.alert_banner, name="alert-banner"),
+    path("dead-letter/", triage_views.dead_letter_page, name="dead-letter"),
+    path("dead-letter/<str:fingerprint>/", triage_views.dead_letter_group_page, name="dead-letter-group"),
+    path(
+        "dead-letter/<str:fingerprint>/<str:action>",
+        triage_views.dead_letter_group_action,
+        name="dead-letter-group-action",
+    ),
 ]

@@ -217,11 +217,11 @@ RUN_STATES = ("RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
 
 def run_state(states: Iterable[str]) -> str:
     """A run's state from its steps' states: RUNNING while any can still run; else FAILED if a
-    step ended DEAD, CANCELLED if one was cancelled, SUCCEEDED when all succeeded."""
+    step ended DEAD (or was discarded since), CANCELLED if one was cancelled, SUCCEEDED when all succeeded."""
     states = list(states)
     if any(state not in TERMINAL for state in states):
         return "RUNNING"
-    if S.DEAD in states:
+    if S.DEAD in states or S.DISCARDED in states:
         return "FAILED"
     if S.CANCELLED in states:
         return "CANCELLED"
