@@ -18,6 +18,7 @@ from django.db.models.functions import TruncMinute
 
 from dashboard.models import AuditEntry
 from dashboard.queries import OverBudget, queries
+from executions.last_runs import failing
 from executions.models import Execution, ExecutionEvent
 from executions.selectors import execution_list, job_resume_preview
 from executions.states import TERMINAL, ExecutionState
@@ -310,6 +311,20 @@ class JobFilters:
     pool: str = ""
     handler: str = ""
     tenant: str = ""
+    failing: bool = False  # only jobs whose last run ended DEAD (executions.last_runs.failing)
+
+    @classmethod
+    def of(cls, query: Any) -> "JobFilters":
+        """The filters a request's query string names."""
+        return cls(
+            q=query.get("q", "").strip(),
+            state=query.get("state", ""),
+            type=query.get("type", ""),
+            pool=query.get("pool", ""),
+            handler=query.get("handler", ""),
+            tenant=query.get("tenant", ""),
+            failing=query.get("failing", "") in ("1", "true", "on"),
+        )
 
 
 def _last_run(scope: list[int] | None, value: str) -> Subquery:
@@ -340,6 +355,8 @@ def job_page(*, scope: list[int] | None, filters: JobFilters, page: int) -> tupl
         jobs = jobs.filter(pool=filters.pool)
     if filters.handler:
         jobs = jobs.filter(handler=filters.handler)
+    if filters.failing:
+        jobs = failing(jobs)
     jobs = jobs.annotate(
         last_run_id=_last_run(scope, "id"),
         last_run_state=_last_run(scope, "state"),

@@ -197,14 +197,7 @@ def _job_or_404(request: ScopedRequest, job_id):
 @operator_view
 def job_list(request: ScopedRequest) -> HttpResponse:
     now = timezone.now()
-    filters = selectors.JobFilters(
-        q=request.GET.get("q", "").strip(),
-        state=request.GET.get("state", ""),
-        type=request.GET.get("type", ""),
-        pool=request.GET.get("pool", ""),
-        handler=request.GET.get("handler", ""),
-        tenant=request.GET.get("tenant", ""),
-    )
+    filters = selectors.JobFilters.of(request.GET)
     page = _page_number(request)
     jobs, has_next = selectors.job_page(scope=request.tenant_scope, filters=filters, page=page)
     rows = [(job, selectors.next_fires(job=job, now=now, count=2)) for job in jobs]

@@ -6,9 +6,10 @@ A counter is what the executions table holds now (`tally` of it) plus what left 
 ExecutionTotal. Whatever makes a row leave the table, or lowers what it counts, folds the row's
 tally into the totals in the same transaction (`folding`), so the counter stays where it was:
 - the sweeper's pruning of finished executions (transitions.prune_many);
-- a re-drive (transitions.redrive), a discard from the dead letter (transitions.discard_dead_many:
-  the DEAD end keeps counting as DEAD, never as a second, DISCARDED end) and the re-opening of a run's cancelled steps (steps.reblock):
+- a re-drive (transitions.redrive) and the re-opening of a run's cancelled steps (steps.reblock):
   a finished row becomes unfinished, and the end it had still counts;
+- a discard from the dead letter (transitions.discard_dead_many): the DEAD end keeps counting as
+  DEAD, never as a second, DISCARDED end;
 - a job update that moves its pending runs to another pool (scheduling.job_update): their earlier
   retries go with them, so the old pool's totals keep them and the new pool's give them back;
 - deleting jobs, executions or tenants in the admin (web/admin.py), whose cascade takes executions.
