@@ -3,8 +3,6 @@ executions, and the group actions (retry or discard every DEAD execution of a gr
 dashboard/views.py, whose login, scoping and page frame they use; the reads are
 executions/dead_letter.py's, the writes dashboard/dead_letter.py's (audited)."""
 
-import re
-
 from django.contrib import messages
 from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
@@ -19,15 +17,13 @@ from executions.fingerprints import masked
 from executions.states import REDRIVABLE
 
 GROUP_PAGE_ROWS = 50
-# A fingerprint as executions/fingerprints.py writes it, or "" (DEAD rows with no error).
-_FINGERPRINT = re.compile(r"[0-9a-f]{16}|-")
 
 
 def _fingerprint_of(raw: str) -> str:
-    """The URL's fingerprint ("-" stands for the group of DEAD rows without an error)."""
-    if not _FINGERPRINT.fullmatch(raw):
+    key = dead_letter.fingerprint_in_path(raw)
+    if key is None:
         raise Http404("no such error group")
-    return "" if raw == "-" else raw
+    return key
 
 
 @require_GET

@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from dashboard import forms, logs, runs, selectors, services
+from dashboard import executions_page, forms, logs, runs, selectors, services
 from dashboard.banner import banner_context
 from dashboard.models import AuditOutcome
 from dashboard.services import ActionRefused, Actor, Target
@@ -132,11 +132,15 @@ def _querystring(request: ScopedRequest, **changes) -> str:
     return query.urlencode()
 
 
-def _pager(request: ScopedRequest, page: int, has_next: bool, key: str = "page") -> dict:
+def _pager(request: ScopedRequest, page: int, has_next: bool, key: str = "page", after: str | None = None) -> dict:
+    # With a cursor (selectors.activity_cursor) the next page starts after the last row shown.
+    keyset = after is not None or "after" in request.GET
     return {
         "page": page,
-        "prev_qs": _querystring(request, **{key: str(page - 1)}) if page > 1 else None,
-        "next_qs": _querystring(request, **{key: str(page + 1)}) if has_next else None,
+        "prev_qs": _querystring(request, after=None, **{key: None if keyset else str(page - 1)}) if page > 1 else None,
+        "next_qs": _querystring(request, **({"after": after} if after else {}), **{key: str(page + 1)})
+        if has_next
+        else None,
     }
 
 
@@ -435,15 +439,17 @@ def jobs_bulk_action(request: ScopedRequest) -> HttpResponse:
 # --- Executions ----------------------------------------------------------------------------------
 
 
-def _execution_filters(request: ScopedRequest) -> selectors.ExecutionFilters:
+def _execution_filters(request: ScopedRequest) -> executions_page.ExecutionFilters:
     state = request.GET.get("state", "")
-    return selectors.ExecutionFilters(
+    return executions_page.ExecutionFilters(
         state=state if state in S.values else "",
         pool=request.GET.get("pool", ""),
         tenant=request.GET.get("tenant", ""),
         job=request.GET.get("job", ""),
         since=_parse_when(request.GET.get("since", "")),
         until=_parse_when(request.GET.get("until", "")),
+        q=request.GET.get("q", "").strip()[:200],
+        after=executions_page.parse_cursor(request.GET.get("after", "")),
     )
 
 
@@ -452,7 +458,7 @@ def _execution_filters(request: ScopedRequest) -> selectors.ExecutionFilters:
 def execution_list_view(request: ScopedRequest) -> HttpResponse:
     filters = _execution_filters(request)
     page = _page_number(request)
-    result = selectors.execution_page(scope=request.tenant_scope, filters=filters, page=page, now=timezone.now())
+    result = executions_page.execution_page(scope=request.tenant_scope, filters=filters, page=page, now=timezone.now())
     _with_pending_reasons(result.rows)
     dead_letter = filters.state == S.DEAD
     return _page(
@@ -468,7 +474,7 @@ def execution_list_view(request: ScopedRequest) -> HttpResponse:
             "raw": {name: request.GET.get(name, "") for name in ("since", "until")},
             "states": [s.value for s in selectors.STATE_ORDER],
             "pools": registry.pools(),
-            "pager": _pager(request, page, result.has_next),
+            "pager": _pager(request, page, result.has_next, after=result.next_after),
             "cancellable": CANCELLABLE,
             "redrivable": REDRIVABLE,
             "here": request.get_full_path(),

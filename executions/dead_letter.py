@@ -8,6 +8,7 @@ history, and a group's newest rows are a walk of its range. Scoped like every se
 `scope` is tenant ids, or None for staff.
 """
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -56,12 +57,33 @@ class ErrorGroup:
     def exception_type(self) -> str:
         return exception_type(self.sample_error)
 
+    @property
+    def key(self) -> str:
+        """How a URL names the group."""
+        return path_key(self.fingerprint)
+
 
 @dataclass
 class DeadLetter:
     groups: list[ErrorGroup]
     total: int  # DEAD executions in scope
     more_groups: int = 0  # groups beyond GROUP_LIMIT, not listed
+
+
+# A fingerprint in a path: as executions/fingerprints.py writes it, or "-" for the DEAD rows
+# that recorded no error.
+_PATH_KEY = re.compile(r"[0-9a-f]{16}|-")
+
+
+def fingerprint_in_path(raw: str) -> str | None:
+    """The fingerprint a URL names ("-": none), or None when it cannot be one."""
+    if not _PATH_KEY.fullmatch(raw):
+        return None
+    return "" if raw == "-" else raw
+
+
+def path_key(fingerprint: str) -> str:
+    return fingerprint or "-"
 
 
 def dead_executions(*, scope: list[int] | None) -> QuerySet[Execution]:
