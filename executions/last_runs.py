@@ -45,7 +45,9 @@ def _begun() -> Q:
 
 
 def _newest_begun() -> QuerySet[Execution]:
-    return Execution.objects.filter(_begun(), job=OuterRef("pk")).order_by("-scheduled_for", "-created_at")
+    # By scheduled_for alone, so that the probe is a walk of execution_job_history that stops at
+    # its first begun entry (a tie-break would sort each job's executions first).
+    return Execution.objects.filter(_begun(), job=OuterRef("pk")).order_by("-scheduled_for")
 
 
 def last_runs(jobs: Iterable[Job]) -> dict[Any, LastRun]:
@@ -106,9 +108,15 @@ def failing(jobs: QuerySet[Job], *, failed: bool = True) -> QuerySet[Job]:
     """The jobs whose last run ended FAILED (with failed=False: all the others): the newest
     begun execution is DEAD or discarded, or is a step of a run that has a step so."""
     newest = _newest_begun()
-    jobs = jobs.annotate(
-        last_state=Subquery(newest.values("state")[:1]), last_run_of=Subquery(newest.values("run_id")[:1])
-    )
     failed_step = Execution.objects.filter(run_id=OuterRef("last_run_of"), state__in=FAILED_ENDS)
-    condition = Q(last_state__in=FAILED_ENDS) | Q(Exists(failed_step), last_run_of__isnull=False)
+    # A run's other steps are read for the workflow jobs only, in a subquery of their own that the
+    # database runs once: a plain job costs one probe, and the planner's estimate stays small.
+    failed_workflows = (
+        Job.objects.filter(workflow__isnull=False)
+        .annotate(last_run_of=Subquery(newest.values("run_id")[:1]))
+        .filter(Exists(failed_step))
+        .values("pk")
+    )
+    jobs = jobs.annotate(last_state=Subquery(newest.values("state")[:1]))
+    condition = Q(last_state__in=FAILED_ENDS) | Q(pk__in=failed_workflows)
     return jobs.filter(condition) if failed else jobs.exclude(condition)

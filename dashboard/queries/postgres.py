@@ -55,8 +55,14 @@ class PostgresQueries(Queries):
         try:
             with transaction.atomic():
                 with connection.cursor() as cursor:
+                    cursor.execute("SHOW statement_timeout")
+                    before = cursor.fetchone()[0]
                     cursor.execute(f"SET LOCAL statement_timeout = {int(milliseconds)}")
                 yield
+                # Inside an outer transaction this block is a savepoint, whose release would keep
+                # the budget for the rest of that transaction: put back what it was.
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT set_config('statement_timeout', %s, true)", [before])
         except OperationalError as exc:  # QueryCanceled: over budget
             raise OverBudget from exc
 
