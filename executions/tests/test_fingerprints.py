@@ -4,6 +4,7 @@ occurrences of one failure, keeps what tells two failures apart."""
 import uuid
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -95,3 +96,24 @@ def test_what_an_operator_reads():
     )
     assert masked("Traceback …\n  line 2") == "Traceback …"
     assert exception_type("worker lost: lease expired without a heartbeat") == ""
+
+
+@pytest.mark.django_db
+def test_the_migration_fingerprints_the_dead_rows_that_exist(tenant, make_job, drive):
+    """Migration 0011 fills in the fingerprint of DEAD rows written before it (and only theirs)."""
+    from importlib import import_module
+
+    from django.apps import apps
+
+    from executions.models import Execution
+
+    migration = import_module("executions.migrations.0011_error_fingerprint_discarded_activity")
+    dead = drive(make_job(tenant, handler="fail").executions.get(), "DEAD")
+    done = drive(make_job(tenant).executions.get(), "SUCCEEDED")
+    Execution.objects.filter(pk=dead.pk).update(error="KeyError: 'k-1'", error_fingerprint="")
+    Execution.objects.filter(pk=done.pk).update(error="a note", error_fingerprint="")
+
+    migration.backfill_dead_fingerprints(apps, None)
+
+    assert Execution.objects.get(pk=dead.pk).error_fingerprint == fingerprint("KeyError: 'k-2'")
+    assert Execution.objects.get(pk=done.pk).error_fingerprint == ""
