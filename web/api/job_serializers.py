@@ -253,12 +253,13 @@ class JobOutputSerializer(serializers.Serializer):
 
     @extend_schema_field(
         {
-            "type": ["string", "null"],
+            "type": "string",
+            "nullable": True,
             "enum": [*RUN_STATES, None],
             "description": "The state of the job's last run (the newest that has begun: a workflow job's run "
             "of steps, a plain job's execution): RUNNING while it can still run (a retry waiting included), "
             "then SUCCEEDED, FAILED (DEAD, or discarded from the dead letter since) or CANCELLED. Null before "
-            "its first run begins. A ONE-off job whose run failed is COMPLETED with lastRunState FAILED; "
+            "its first run begins. A one-off job whose run failed is COMPLETED with lastRunState FAILED; "
             "`?failing=true` lists the jobs whose last run is FAILED.",
         }
     )
@@ -267,7 +268,8 @@ class JobOutputSerializer(serializers.Serializer):
 
     @extend_schema_field(
         {
-            "type": ["string", "null"],
+            "type": "string",
+            "nullable": True,
             "format": "date-time",
             "description": "When the last run ended; while it runs, when it started (or last moved). Null "
             "before its first run begins.",
