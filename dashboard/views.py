@@ -51,6 +51,7 @@ class ScopedRequest(HttpRequest):
     """A request that `operator_view` let through, with the caller's tenant scope on it."""
 
     tenant_scope: list[int] | None
+    live_after: int | None
 
 
 def operator_view(view):
@@ -68,6 +69,10 @@ def operator_view(view):
             return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
         scoped = cast(ScopedRequest, request)
         scoped.tenant_scope = scope_of(user=request.user)
+        # The live cursor is read before the page's rows: an event that commits between the two
+        # is then above the cursor and reaches the page. Read after, it could cover a change the
+        # rows did not show, and the page would wait for it forever.
+        scoped.live_after = selectors.latest_event_id() if request.method == "GET" else None
         return view(scoped, *args, **kwargs)
 
     return wrapped
@@ -86,7 +91,7 @@ def _page(request: ScopedRequest, template: str, context: dict) -> HttpResponse:
         # A live region refresh re-renders the page in the background: it must not consume the
         # flash messages meant for the next page the operator opens.
         live_refresh="X-Live-Refresh" in request.headers,
-        live_after=selectors.latest_event_id(),
+        live_after=getattr(request, "live_after", None) or selectors.latest_event_id(),
         is_staff=scope is None,
         tenants=selectors.tenants_in_scope(scope=scope),
         **banner_context(scope),
