@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from audit.models import ACTIONS, ActorKind
 from dashboard import forms, logs, runs, selectors, services
 from dashboard.banner import banner_context
 from dashboard.models import AuditOutcome
@@ -596,6 +597,7 @@ def audit_log(request: ScopedRequest) -> HttpResponse:
         action=request.GET.get("action", "").strip(),
         outcome=request.GET.get("outcome", ""),
         target=request.GET.get("target", "").strip(),
+        kind=request.GET.get("kind", ""),
     )
     page = _page_number(request)
     entries, has_next = selectors.audit_page(scope=request.tenant_scope, filters=filters, page=page)
@@ -607,17 +609,8 @@ def audit_log(request: ScopedRequest) -> HttpResponse:
             "entries": entries,
             "filters": filters,
             "outcomes": AuditOutcome.values,
-            "actions": [
-                "job.create",
-                "job.update",
-                "job.restore",
-                "job.pause",
-                "job.resume",
-                "job.trigger",
-                "job.cancel",
-                "execution.cancel",
-                "execution.retry",
-            ],
+            "actions": ACTIONS,
+            "kinds": ActorKind.choices,
             "pager": _pager(request, page, has_next),
         },
     )
