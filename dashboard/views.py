@@ -21,7 +21,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from audit.models import ACTIONS, ActorKind
-from dashboard import forms, logs, runs, selectors, services
+from dashboard import forms, job_changes, logs, runs, selectors, services
 from dashboard.banner import banner_context
 from dashboard.models import AuditOutcome
 from dashboard.services import ActionRefused, Actor, Target
@@ -88,6 +88,7 @@ def _page(request: ScopedRequest, template: str, context: dict) -> HttpResponse:
         # flash messages meant for the next page the operator opens.
         live_refresh="X-Live-Refresh" in request.headers,
         live_after=selectors.latest_event_id(),
+        live_jobs_after=job_changes.latest_audit_id(),
         is_staff=scope is None,
         tenants=selectors.tenants_in_scope(scope=scope),
         **banner_context(scope),
