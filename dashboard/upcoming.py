@@ -17,6 +17,7 @@ import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from jobs import cron
 from jobs.models import Job, JobType
@@ -94,7 +95,7 @@ def upcoming_fires(*, scope: list[int] | None, now: datetime) -> Upcoming:
     jobs = Job.objects.filter(state=JobState.ACTIVE, next_fire_at__isnull=False, next_fire_at__lt=end)
     if scope is not None:
         jobs = jobs.filter(tenant_id__in=scope)
-    rows = list(
+    rows: list[tuple[Any, ...]] = list(
         jobs.order_by("next_fire_at").values_list("id", "name", "type", "schedule", "timezone", "pool", "next_fire_at")[
             : MAX_JOBS + 1
         ]
@@ -104,7 +105,7 @@ def upcoming_fires(*, scope: list[int] | None, now: datetime) -> Upcoming:
 
     # Each job's fire times, shared by the jobs of one (resolved schedule, timezone).
     groups: dict[tuple[str, str], list[tuple]] = defaultdict(list)
-    single: list[tuple[tuple, list[datetime]]] = []
+    single: list[tuple[tuple, list[datetime]]] = []  # (job row, its one fire)
     for row in rows:
         job_id, _, job_type, schedule, zone, _, next_fire = row
         if job_type == JobType.CRON:
@@ -156,11 +157,11 @@ def _bucketed(timed, *, start: datetime, end: datetime, truncated: bool, jobs: i
     for bucket in buckets:
         bucket.jobs.sort(key=lambda j: (-j.count, j.name))
     capacity = registry.capacity(now)
-    pools = []
+    loads = []
     for pool in sorted(set(pool_fires) | set(capacity)):
         peak_bucket = max(buckets, key=lambda b: b.per_pool.get(pool, 0))
         peak = peak_bucket.per_pool.get(pool, 0)
-        pools.append(
+        loads.append(
             PoolLoad(
                 pool=pool,
                 fires=pool_fires.get(pool, 0),
@@ -172,7 +173,7 @@ def _bucketed(timed, *, start: datetime, end: datetime, truncated: bool, jobs: i
     return Upcoming(
         start=start,
         buckets=buckets,
-        pools=pools,
+        pools=loads,
         total=sum(b.count for b in buckets),
         jobs=jobs,
         truncated=truncated,

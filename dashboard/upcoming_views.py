@@ -4,7 +4,7 @@ pools' capacity beside them, and the jobs of one bucket (the busiest, or the one
 from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 
-from dashboard.upcoming import BUCKET, BUCKETS, upcoming_fires
+from dashboard.upcoming import BUCKET, BUCKETS, Bucket, upcoming_fires
 from dashboard.views import ScopedRequest, _page, operator_view
 from executions.clock import db_now
 
@@ -17,11 +17,11 @@ WIDTH, HEIGHT, BAR = BUCKETS * 10, 120, 8
 def upcoming(request: ScopedRequest) -> HttpResponse:
     now = db_now()
     fires = upcoming_fires(scope=request.tenant_scope, now=now)
-    peak = fires.peak
+    chosen: Bucket | None
     try:
         chosen = fires.buckets[int(request.GET["bucket"])]
     except (KeyError, ValueError, IndexError):
-        chosen = peak
+        chosen = fires.peak
     top = max((b.count for b in fires.buckets), default=0) or 1
     bars = [
         {

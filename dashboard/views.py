@@ -78,6 +78,7 @@ def _page(request: ScopedRequest, template: str, context: dict) -> HttpResponse:
     """Render a page with what every page shows: the dead-letter badge, the firing alerts' banner
     and the live cursor."""
     scope = request.tenant_scope
+    live_after, live_jobs_after = job_changes.live_cursors()
     dead, dead_exact = selectors.capped_count(
         execution_list(scope=scope).filter(state=S.DEAD), cap=NAV_DEAD_CAP, estimate=False
     )
@@ -87,8 +88,8 @@ def _page(request: ScopedRequest, template: str, context: dict) -> HttpResponse:
         # A live region refresh re-renders the page in the background: it must not consume the
         # flash messages meant for the next page the operator opens.
         live_refresh="X-Live-Refresh" in request.headers,
-        live_after=selectors.latest_event_id(),
-        live_jobs_after=job_changes.latest_audit_id(),
+        live_after=live_after,
+        live_jobs_after=live_jobs_after,
         is_staff=scope is None,
         tenants=selectors.tenants_in_scope(scope=scope),
         **banner_context(scope),
