@@ -9,7 +9,7 @@ from dashboard.views import ScopedRequest, _page, operator_view
 from executions.clock import db_now
 
 # The timeline's drawing box (SVG user units; it scales to the page's width).
-WIDTH, HEIGHT, BAR = BUCKETS * 10, 120, 8
+WIDTH, HEIGHT = BUCKETS * 10, 120  # a bar is 8 wide in its 10
 
 
 @require_GET
@@ -33,7 +33,7 @@ def upcoming(request: ScopedRequest) -> HttpResponse:
         }
         for b in fires.buckets
     ]
-    ticks = [{"x": i * 10, "at": fires.buckets[i].start} for i in range(0, BUCKETS, 12)]
+    ticks = [{"at": fires.buckets[i].start} for i in range(0, BUCKETS, BUCKETS // 8)]  # every 3 h
     busiest = sorted((b for b in fires.buckets if b.count), key=lambda b: (-b.count, b.index))[:5]
     return _page(
         request,
@@ -48,6 +48,5 @@ def upcoming(request: ScopedRequest) -> HttpResponse:
             "busiest": busiest,
             "width": WIDTH,
             "height": HEIGHT,
-            "bar": BAR,
         },
     )

@@ -200,12 +200,12 @@ def test_every_dashboard_page_at_1280_and_390_without_errors_or_sideways_scrolli
         errors: list[str] = []
         page.on("pageerror", lambda exc, errors=errors: errors.append(str(exc)))
         for name, path in paths.items():
-            response = page.goto(f"{stack.base}{path}")
-            assert response is not None
-            if response.status == 405:  # an action's URL: POST only
+            # Asked first without rendering: Chromium will not load an empty 405 as a page.
+            if page.request.get(f"{stack.base}{path}").status == 405:  # an action's URL: POST only
                 not_pages.append(name)
                 continue
-            assert response.status == 200, f"{path} answered {response.status}"
+            response = page.goto(f"{stack.base}{path}")
+            assert response is not None and response.status == 200, f"{path} answered {response and response.status}"
             page.wait_for_timeout(200)
             page.screenshot(path=str(out / f"{name}-{label}.png"), full_page=True)
             shot.append(f"{name}-{label}")
