@@ -30,6 +30,24 @@ REFUSALS = (InvalidJobTransition, InvalidTransition, QuotaExceeded)
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
+# Who hears that a job was changed (an OK row about a job): the dashboard's live feed subscribes
+# (dashboard/apps.py) to read at once instead of at its next poll. Told after commit; each
+# listener must be cheap and never raise.
+JobChangeListener = Callable[[list[tuple[Any, int | None]]], None]
+_job_change_listeners: list[JobChangeListener] = []
+
+
+def on_job_change(listener: JobChangeListener) -> None:
+    if listener not in _job_change_listeners:
+        _job_change_listeners.append(listener)
+
+
+def _announce(rows: list[AuditEntry]) -> None:
+    changed = [(row.job_id, row.tenant_id) for row in rows if row.outcome == AuditOutcome.OK and row.job_id]
+    if changed and _job_change_listeners:
+        transaction.on_commit(lambda: [listener(changed) for listener in _job_change_listeners])
+
+
 def storable(text: str) -> str:
     return _UNSTORABLE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
@@ -131,12 +149,14 @@ def audit_record(
         actor=actor, action=action, target=target, outcome=outcome, now=now, detail=detail, request_id=request_id
     )
     row.save(force_insert=True)
+    _announce([row])
     return row
 
 
 def audit_records(rows: Iterable[AuditEntry]) -> None:
     """Append several rows in one INSERT (an admin's bulk deletion, a batch of jobs)."""
-    AuditEntry.objects.bulk_create(list(rows))
+    saved = AuditEntry.objects.bulk_create(list(rows))
+    _announce(saved)
 
 
 def outcome_of(exc: BaseException) -> tuple[str, str]:

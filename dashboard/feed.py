@@ -17,8 +17,9 @@ Either way the browser receives rows read from the database, never a message tha
 raced its transaction, and the same code is exercised in both modes.
 
 Job changes ride on the same poll (one more primary-key range read, of the audit log) and go to
-each subscriber's `deliver_jobs`; a channel-layer message does not announce them, so with Redis
-they arrive within POLL_SECONDS_WITH_LAYER, without it within POLL_SECONDS.
+each subscriber's `deliver_jobs`. With Redis, an audit row about a job is announced on the
+channel layer after its commit (audit.services.on_job_change → live.publish_job_changes) and
+pokes the poller as an execution's change does; without, the poll carries them too.
 
 Event ids come from a sequence taken at INSERT, so a transaction that commits late can make an
 id appear below the cursor. Each poll therefore looks SLACK ids back and skips what it has

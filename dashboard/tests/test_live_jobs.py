@@ -87,3 +87,22 @@ def test_a_change_made_between_the_render_and_the_connection_is_replayed(member,
         await communicator.disconnect()
 
     async_to_sync(scenario)()
+
+
+def test_a_job_change_wakes_the_poll_through_the_channel_layer(member, tenant, make_job, settings):
+    """The audit row's commit is announced (audit.services.on_job_change → live.publish_job_changes)
+    on the channel layer: the page reads at once, not at its next poll (30 s here)."""
+    settings.TICKWORK_DASHBOARD_POLL_SECONDS = 30
+    job = make_job(tenant, type="CRON")
+    start = job_changes.latest_audit_id()
+
+    async def scenario():
+        communicator = _communicator(member, start)
+        assert (await communicator.connect())[0]
+        await communicator.receive_nothing(timeout=0.3)  # the first, immediate poll is done
+        await database_sync_to_async(_api_pause)(tenant, job)
+        changes = await _jobs(communicator, timeout=1.0)
+        assert [c["action"] for c in changes] == ["job.pause"]
+        await communicator.disconnect()
+
+    async_to_sync(scenario)()
