@@ -32,6 +32,7 @@ ACTIONS = (
     "job.delete",
     "execution.cancel",
     "execution.retry",
+    "execution.delete",
     "run.cancel",
     "alert_rule.create",
     "alert_rule.update",
