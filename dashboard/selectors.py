@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import TruncMinute
 
-from dashboard.models import AuditEntry
+from audit.models import ActorKind, AuditEntry
 from dashboard.queries import OverBudget, queries
 from executions.models import Execution, ExecutionEvent
 from executions.selectors import execution_list, job_resume_preview
@@ -587,6 +587,7 @@ class AuditFilters:
     action: str = ""
     outcome: str = ""
     target: str = ""
+    kind: str = ""  # ActorKind: dashboard, api or admin
 
 
 def audit_list(*, scope: list[int] | None) -> QuerySet[AuditEntry]:
@@ -603,6 +604,10 @@ def audit_page(*, scope: list[int] | None, filters: AuditFilters, page: int) -> 
         entries = entries.filter(action=filters.action)
     if filters.outcome:
         entries = entries.filter(outcome=filters.outcome)
+    if filters.kind:
+        # The rows from before the kind was recorded (NULL) were all dashboard actions.
+        kind = Q(actor_kind=filters.kind)
+        entries = entries.filter(kind | Q(actor_kind__isnull=True) if filters.kind == ActorKind.DASHBOARD else kind)
     if filters.target:
         target = Q(target_id=filters.target)
         if (job_id := _uuid_or_none(filters.target)) is not None:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard import alert_views, log_views, run_views, views
+from dashboard import alert_views, log_views, run_views, upcoming_views, views
 
 app_name = "dashboard"
 
@@ -22,4 +22,5 @@ urlpatterns = [
     path("audit/", views.audit_log, name="audit"),
     path("alerts/", alert_views.alerts_page, name="alerts"),
     path("alerts/banner", alert_views.alert_banner, name="alert-banner"),
+    path("upcoming/", upcoming_views.upcoming, name="upcoming"),
 ]

@@ -205,6 +205,7 @@
   // --- Live ----------------------------------------------------------------------------------------
   var body = document.body;
   var after = Number(body.getAttribute("data-live-after") || 0);
+  var jobsAfter = Number(body.getAttribute("data-live-jobs-after") || 0);
   var statusEl = document.querySelector("[data-live-status]");
   var socket = null, retry = 0;
   var dirty = {}, inFlight = false, lastRefresh = 0, refreshTimer = null;
@@ -220,12 +221,13 @@
     var path = body.getAttribute("data-live-path");
     if (!path || !window.WebSocket) return;
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
-    socket = new WebSocket(scheme + location.host + path + "?after=" + after);
+    socket = new WebSocket(scheme + location.host + path + "?after=" + after + "&jobs_after=" + jobsAfter);
     socket.onopen = function () { retry = 0; setStatus("live", "Live"); };
     socket.onmessage = function (m) {
       var msg;
       try { msg = JSON.parse(m.data); } catch (e) { return; }
       if (msg.type === "events") onEvents(msg.events || []);
+      if (msg.type === "jobs") onJobs(msg.jobs || []);
     };
     socket.onclose = function (e) {
       socket = null;
@@ -268,6 +270,21 @@
     var any = false;
     document.querySelectorAll("[data-live-region]").forEach(function (region) {
       if (regionWants(region, events)) { dirty[region.id] = true; any = true; }
+    });
+    if (any) scheduleRefresh();
+  }
+
+  // A job paused, resumed, edited or cancelled by anyone (the API, the admin, another tab): the
+  // regions about that job, and those about every job (the job list, the overview), are re-read.
+  function onJobs(jobs) {
+    if (!jobs.length) return;
+    jobs.forEach(function (j) { jobsAfter = Math.max(jobsAfter, j.id); });
+    var any = false;
+    document.querySelectorAll("[data-live-region]").forEach(function (region) {
+      var job = region.getAttribute("data-live-job");
+      var narrowed = job || region.getAttribute("data-live-execution") || region.getAttribute("data-live-run");
+      var wants = job ? jobs.some(function (j) { return j.jobId === job; }) : !narrowed;
+      if (wants) { dirty[region.id] = true; any = true; }
     });
     if (any) scheduleRefresh();
   }
@@ -350,6 +367,17 @@
         pollRegions();
       });
   }
+
+  // --- Narrow screens: the menu -----------------------------------------------------------------------
+  // Under 760 px the sections fold behind a Menu button (app.css); without this script they stay shown.
+  document.documentElement.classList.add("js");
+  document.addEventListener("click", function (e) {
+    var toggle = e.target.closest("[data-menu-toggle]");
+    if (!toggle) return;
+    var sidebar = toggle.closest(".sidebar");
+    var open = sidebar.classList.toggle("menu-open");
+    toggle.setAttribute("aria-expanded", open ? "true" : "false");
+  });
 
   // --- Start -----------------------------------------------------------------------------------------
   function start() {
