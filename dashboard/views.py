@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from dashboard import forms, logs, runs, selectors, services
+from dashboard import fleet, forms, logs, runs, selectors, services
 from dashboard.banner import banner_context
 from dashboard.models import AuditOutcome
 from dashboard.services import ActionRefused, Actor, Target
@@ -175,10 +175,9 @@ def overview(request: ScopedRequest) -> HttpResponse:
             "state_counts": state_counts,
             "dead": dead,
             "hour": hour,
-            "chart_data": hour.chart_data(),
             "pools": pools,
             "max_depth": max([p.depth for p in pools], default=0) or 1,
-            "workers": selectors.workers(scope=scope, now=now),
+            **fleet.overview(scope=scope, now=now, range_key=request.GET.get("range"), hour=hour),
         },
     )
 
