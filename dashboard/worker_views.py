@@ -30,6 +30,7 @@ def _workers_context(request: ScopedRequest) -> dict:
         "offline_after": offline_after().total_seconds(),
         "poll_ms": POLL_MS,
         "now": now,
+        "is_staff": request.tenant_scope is None,
     }
 
 

@@ -76,7 +76,8 @@
     // About one label per 90 px, on a multiple of 15 points where that fits (a quarter of an hour).
     var every = Math.max(1, Math.ceil(n / Math.max(1, Math.floor(f.plotW / 90))));
     if (every <= 15) every = n > 30 ? 15 : every;
-    for (var i = 0; i < n; i += every) {
+    // The last point has a label of its own, at the right edge: none too close before it.
+    for (var i = 0; i < n - every / 2; i += every) {
       var t = el("text", { x: f.pad.l + i * step, y: f.h - 6 }, f.svg);
       t.textContent = minutes[i];
     }
@@ -378,6 +379,7 @@
         var fresh = holder.firstElementChild;
         if (!fresh || fresh.id !== region.id) return;
         region.replaceWith(fresh);
+        relTimes(fresh);
         var freshBox = fresh.querySelector(".log-lines");
         if (freshBox) freshBox.scrollTop = atEnd ? freshBox.scrollHeight : top;
       })
