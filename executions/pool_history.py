@@ -1,12 +1,13 @@
 """The pools' history, a minute at a time: the sweeper records, as each minute ends, one
-PoolSample row per (pool, tenant) with anything to say (its queue then, what finished and
-started in the minute, the start lag of those starts), and prunes them after HISTORY. The
-dashboard's charts read them for ranges of hours and days, when the executions of those days
-(hundreds of thousands) would be too many to read per page.
+PoolSample row per pool for every tenant together (every known pool, even a quiet one: a zero
+is not a gap) and one per (pool, tenant) with anything to say: its queue then, what finished and
+started in the minute, the start lag of those starts. Pruned after HISTORY. The dashboard's
+charts read them for ranges of hours and days, when the executions of those days (hundreds of
+thousands) would be too many to read per page: staff read the totals, a member its tenants' rows.
 
 A minute is recorded once, after it ended (by the database's clock), by whichever sweeper gets
-to it: the unique (at, pool, tenant) makes a second sweeper's rows no-ops. A minute in which no
-sweeper ran stays unrecorded: the charts show a gap, not a guess.
+to it: the unique constraints make a second sweeper's rows no-ops. A minute in which no sweeper
+ran stays unrecorded: the charts show a gap, not a guess.
 
 Reads are bounded: the queue's counts walk the partial indexes of live work (due, QUEUED,
 RUNNING), what finished in the minute a range of the finished_at index."""
@@ -15,12 +16,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Count, F, Max, Q, Sum
+from django.db.models import Count, Q
 
 from executions.models import Execution
 from executions.start_lag import start_lag_seconds
 from executions.states import ExecutionState
+from executions.store import store
 from executions.tallies import percentile
+from jobs import registry as job_registry
 from pools.models import PoolSample
 
 S = ExecutionState
@@ -46,10 +49,15 @@ def record(*, now: datetime) -> int:
     return len(rows)
 
 
-def _sample(since: datetime, end: datetime) -> list[PoolSample]:
-    samples: dict[tuple[str, int], PoolSample] = {}
+_COUNTS = ("due", "queued", "running", "succeeded", "failed", "cancelled")
 
-    def of(pool: str, tenant_id: int) -> PoolSample:
+
+def _sample(since: datetime, end: datetime) -> list[PoolSample]:
+    samples: dict[tuple[str, int | None], PoolSample] = {
+        (pool, None): PoolSample(at=since, pool=pool, tenant_id=None) for pool in job_registry.pools()
+    }
+
+    def of(pool: str, tenant_id: int | None) -> PoolSample:
         key = (pool, tenant_id)
         if key not in samples:
             samples[key] = PoolSample(at=since, pool=pool, tenant_id=tenant_id)
@@ -75,12 +83,16 @@ def _sample(since: datetime, end: datetime) -> list[PoolSample]:
     started = executions.filter(
         Q(state=S.RUNNING) | Q(finished_at__gte=since), started_at__gte=since, started_at__lt=end
     ).values_list("pool", "tenant_id", "started_at", "available_at", "created_at")
-    lags: dict[tuple[str, int], list[float]] = defaultdict(list)
+    lags: dict[tuple[str, int | None], list[float]] = defaultdict(list)
     for pool, tenant_id, started_at, available_at, created_at in started:
         assert started_at is not None  # filtered on
-        lags[(pool, tenant_id)].append(
-            start_lag_seconds(started_at=started_at, available_at=available_at, created_at=created_at)
-        )
+        lag = start_lag_seconds(started_at=started_at, available_at=available_at, created_at=created_at)
+        lags[(pool, tenant_id)].append(lag)
+        lags[(pool, None)].append(lag)
+    for tenant_sample in [sample for (_, tenant_id), sample in samples.items() if tenant_id is not None]:
+        total = of(tenant_sample.pool, None)
+        for name in _COUNTS:
+            setattr(total, name, getattr(total, name) + getattr(tenant_sample, name))
     for (pool, tenant_id), values in lags.items():
         sample = of(pool, tenant_id)
         sample.started = len(values)
@@ -117,42 +129,24 @@ class Bucket:
 
 def history(*, scope: list[int] | None, since: datetime, end: datetime, bucket: timedelta) -> list[Bucket]:
     """Buckets of `bucket` from `since` to `end` (both on a bucket's edge), summed over the tenants
-    of `scope` (None: all). One read of the `at` index range (or (tenant, at) for a scope), summed
-    per minute and pool in the database; the buckets are made of those minutes here."""
-    samples = PoolSample.objects.filter(at__gte=since, at__lt=end)
-    if scope is not None:
-        samples = samples.filter(tenant_id__in=scope)
-    per_minute = (
-        samples.order_by()
-        .values_list("at", "pool")
-        .annotate(  # named apart from the fields, which F() would otherwise take to be these
-            due_sum=Sum("due"),
-            admitted_sum=Sum(F("queued") + F("running")),
-            succeeded_sum=Sum("succeeded"),
-            failed_sum=Sum("failed"),
-            cancelled_sum=Sum("cancelled"),
-            started_sum=Sum("started"),
-            p50_weighted=Sum(F("started") * F("lag_p50_ms")),
-            p99=Max("lag_p99_ms"),
-        )
-    )
+    of `scope` (None: all, from the pools' totals): one read of the samples in that range,
+    bucketed in the database."""
     count = max(int((end - since) / bucket), 0)
     buckets = [Bucket(at=since + i * bucket) for i in range(count)]
     weighted: list[float] = [0.0] * count
-    for at, pool, due, admitted, succeeded, failed, cancelled, started, p50_weighted, p99 in per_minute:
-        i = int((at - since) / bucket)
+    rows = store().pool_buckets(since=since, end=end, bucket_seconds=int(bucket.total_seconds()), tenant_ids=scope)
+    for i, pool, due, admitted, succeeded, failed, cancelled, started, p50_weighted, p99 in rows:
         if not 0 <= i < count:
             continue
         b = buckets[i]
-        b.due[pool] = max(b.due.get(pool, 0), due or 0)
-        b.admitted[pool] = max(b.admitted.get(pool, 0), admitted or 0)
-        b.succeeded += succeeded or 0
-        b.failed += failed or 0
-        b.cancelled += cancelled or 0
+        b.due[pool], b.admitted[pool] = int(due or 0), int(admitted or 0)
+        b.succeeded += int(succeeded or 0)
+        b.failed += int(failed or 0)
+        b.cancelled += int(cancelled or 0)
         if started:
-            b.started += started
-            weighted[i] += p50_weighted or 0.0
-            b.lag_p99_ms = max(b.lag_p99_ms or 0.0, p99 or 0.0)
+            b.started += int(started)
+            weighted[i] += float(p50_weighted or 0.0)
+            b.lag_p99_ms = max(b.lag_p99_ms or 0.0, float(p99 or 0.0))
     for i, b in enumerate(buckets):
         if b.started:
             b.lag_p50_ms = round(weighted[i] / b.started, 1)

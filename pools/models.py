@@ -106,15 +106,18 @@ class PoolPause(models.Model):
 
 
 class PoolSample(models.Model):
-    """One minute of one pool for one tenant, as the sweeper saw it when the minute ended
-    (executions/pool_history.py): the queue then (due backlog, queued, running) and what happened
-    in the minute (finished by outcome, started and their start lag). The dashboard's charts for
-    24 hours and 7 days read these, not the executions: a week is at most a row per minute per
-    (pool, tenant) with anything to say, read by the `at` index. Pruned after 8 days."""
+    """One minute of one pool, for one tenant or (tenant null) for every tenant together, as the
+    sweeper saw it when the minute ended (executions/pool_history.py): the queue then (due
+    backlog, queued, running) and what happened in the minute (finished by outcome, started and
+    their start lag). The dashboard's charts of 24 hours and 7 days read these, not the
+    executions: staff read the pools' totals (a row per pool per minute, however many tenants),
+    a member its tenants' rows (only those with anything to say are written). Pruned after 8 days."""
 
     at = models.DateTimeField()  # the minute's start, UTC
     pool = models.CharField(max_length=64)
-    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False)
+    tenant = models.ForeignKey(
+        "tenants.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False, null=True, blank=True
+    )
     due = models.PositiveIntegerField(default=0)  # PENDING and due at the minute's end
     queued = models.PositiveIntegerField(default=0)  # admitted, on the broker, at the minute's end
     running = models.PositiveIntegerField(default=0)  # at the minute's end
@@ -126,11 +129,20 @@ class PoolSample(models.Model):
     lag_p99_ms = models.FloatField(null=True, blank=True)
 
     class Meta:
+        # One row per minute and pool, per tenant and in total: a second sweeper's rows are no-ops.
+        # The pools' totals are read by their index's `at` range, a tenant's by (tenant, at); the
+        # pruning by `at` alone.
         constraints = [
-            models.UniqueConstraint(fields=["at", "pool", "tenant"], name="pool_sample_one_per_minute"),
+            models.UniqueConstraint(
+                fields=["at", "pool"], condition=models.Q(tenant__isnull=True), name="pool_sample_total_per_minute"
+            ),
+            models.UniqueConstraint(
+                fields=["tenant", "at", "pool"],
+                condition=models.Q(tenant__isnull=False),
+                name="pool_sample_tenant_per_minute",
+            ),
         ]
-        # The unique index leads with `at` (every range read's); a tenant's own reads lead with it.
-        indexes = [models.Index(fields=["tenant", "at"], name="pool_sample_tenant_at")]
+        indexes = [models.Index(fields=["at"], name="pool_sample_at")]
 
     def __str__(self) -> str:
-        return f"{self.pool}/{self.tenant_id}@{self.at:%Y-%m-%d %H:%M}"
+        return f"{self.pool}/{self.tenant_id or 'all'}@{self.at:%Y-%m-%d %H:%M}"

@@ -45,7 +45,10 @@ def test_a_minute_is_recorded_once_per_pool_and_tenant(tenant, other_tenant, mak
 
     written = pool_history.record(now=T + timedelta(seconds=70))
 
-    assert written == 2
+    assert written == 3  # a row per tenant with anything to say, and the pool's total
+    total = PoolSample.objects.get(tenant=None)
+    assert (total.due, total.running, total.succeeded, total.failed, total.started) == (1, 1, 2, 1, 3)
+    assert total.lag_p50_ms == pytest.approx(200)
     mine = PoolSample.objects.get(tenant=tenant)
     assert mine.at == T and mine.pool == "default"
     assert (mine.due, mine.queued, mine.running) == (1, 0, 0)
@@ -57,7 +60,19 @@ def test_a_minute_is_recorded_once_per_pool_and_tenant(tenant, other_tenant, mak
     assert pool_history.record(now=T + timedelta(seconds=80)) == 0  # recorded: not again
     pool_history._recorded.clear()  # another sweeper, which has not recorded it itself
     assert pool_history.record(now=T + timedelta(seconds=90)) == 0
-    assert PoolSample.objects.count() == 2
+    assert PoolSample.objects.count() == 3
+
+
+def test_a_quiet_minute_still_records_each_pools_zero(settings):
+    """A zero, not a gap: the chart of a quiet pool is a flat line, and the minute is known done."""
+    settings.TICKWORK_POOLS = ["default", "billing"]
+
+    assert pool_history.record(now=T + timedelta(seconds=70)) == 2
+
+    assert sorted(PoolSample.objects.values_list("pool", "tenant", "due", "started")) == [
+        ("billing", None, 0, 0),
+        ("default", None, 0, 0),
+    ]
 
 
 def test_the_charts_buckets_sum_tenants_per_minute_and_keep_the_busiest_minute(tenant, other_tenant):
@@ -69,9 +84,15 @@ def test_the_charts_buckets_sum_tenants_per_minute_and_keep_the_busiest_minute(t
     sample(T + timedelta(minutes=1), tenant, due=7, failed=2)
     sample(T + timedelta(minutes=15), tenant, due=1)
     sample(T - timedelta(minutes=1), tenant, due=99)  # before the range
+    # The totals, as record() writes them beside the tenants' rows (staff read these).
+    sample(T, None, due=10, queued=1, running=2, succeeded=11, started=40, lag_p50_ms=250, lag_p99_ms=900)
+    sample(T + timedelta(minutes=1), None, due=7, failed=2)
+    sample(T + timedelta(minutes=15), None, due=1)
+    window = {"since": T, "end": T + timedelta(minutes=30), "bucket": timedelta(minutes=15)}
 
-    both = pool_history.history(scope=None, since=T, end=T + timedelta(minutes=30), bucket=timedelta(minutes=15))
-    mine = pool_history.history(scope=[tenant.pk], since=T, end=T + timedelta(minutes=30), bucket=timedelta(minutes=15))
+    both = pool_history.history(scope=None, **window)
+    mine = pool_history.history(scope=[tenant.pk], **window)
+    summed = pool_history.history(scope=[tenant.pk, other_tenant.pk], **window)
 
     assert [b.at for b in both] == [T, T + timedelta(minutes=15)]
     first = both[0]
@@ -82,15 +103,18 @@ def test_the_charts_buckets_sum_tenants_per_minute_and_keep_the_busiest_minute(t
     assert first.lag_p99_ms == 900
     assert both[1].due == {"default": 1} and both[1].lag_p50_ms is None
     assert mine[0].due == {"default": 7} and mine[0].succeeded == 10
+    # A member of both: the tenants' rows summed per minute, then the busiest minute kept.
+    assert summed[0].due == {"default": 10} and summed[0].lag_p50_ms == pytest.approx(250)
+    assert pool_history.history(scope=[], **window)[0].due == {}
 
 
 def test_samples_older_than_eight_days_are_pruned_by_the_sweepers_bookkeeping(tenant):
     PoolSample.objects.create(at=T - timedelta(days=8, minutes=1), pool="default", tenant=tenant)
     PoolSample.objects.create(at=T - timedelta(days=7), pool="default", tenant=tenant)
 
-    assert sweeper.record_history(now=T) == 1
+    assert sweeper.record_history(now=T) == 2  # the last minute's total recorded, one pruned
 
-    assert list(PoolSample.objects.values_list("at", flat=True)) == [T - timedelta(days=7)]
+    assert list(PoolSample.objects.filter(tenant=tenant).values_list("at", flat=True)) == [T - timedelta(days=7)]
 
 
 def test_start_lag_runs_from_the_later_of_due_and_creation():
