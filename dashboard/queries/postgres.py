@@ -58,6 +58,10 @@ class PostgresQueries(Queries):
                 with connection.cursor() as cursor:
                     cursor.execute(f"SET LOCAL statement_timeout = {int(milliseconds)}")
                 yield
+                # Inside an outer transaction (a test's, ATOMIC_REQUESTS) this block is a savepoint,
+                # and SET LOCAL would outlive it: every later read of the request would be budgeted.
+                with connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL statement_timeout TO DEFAULT")
         except OperationalError as exc:  # QueryCanceled: over budget
             raise OverBudget from exc
 
