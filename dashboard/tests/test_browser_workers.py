@@ -56,7 +56,7 @@ def test_the_overview_charts_change_range_from_the_picker(fleet_stack, browser, 
         PoolSample(
             at=now - timedelta(minutes=30 * i),
             pool="default",
-            tenant=tenant,
+            tenant=owner,
             due=(i * 7) % 40,
             queued=2,
             running=i % 5,
@@ -67,6 +67,7 @@ def test_the_overview_charts_change_range_from_the_picker(fleet_stack, browser, 
             lag_p99_ms=300 + (i * 13) % 400,
         )
         for i in range(1, 300)
+        for owner in (tenant, None)  # the tenant's rows and the pool's totals, as the sweeper writes them
     )
     page = _page(browser, fleet_stack, "olivia")
     page.click("[data-testid=range-picker] a[data-range='7d']")
@@ -128,18 +129,26 @@ def test_a_pool_paused_from_the_workers_page_admits_nothing_until_resumed(fleet_
 
 
 def test_a_killed_worker_is_flagged_offline_on_the_open_page(fleet_stack, browser, transactional_db):
-    """The worker shows live with its pool and slots; SIGKILL (no clean stop, so no deregister)
-    and the open page, which reads its table again every 2 s, flags it offline within the
-    registry's bound (4 s here) and a poll: no reload."""
+    """The worker shows live with its pool and slots, and the run it just did (by one of its
+    pool's processes, "host:child pid") counted as its own; SIGKILL (no clean stop, so no
+    deregister) and the open page, which reads its table again every 2 s, flags it offline
+    within the registry's bound (4 s here) and a poll: no reload."""
+    from executions.models import Execution
+    from tenants.services import tenant_create
+
     _user("olivia", staff=True)
+    execution = Execution.objects.get(job=_job(tenant_create(slug="acme"), name="counted run"))
+    _wait_for(lambda: Execution.objects.get(pk=execution.pk).state == "SUCCEEDED", message="the run")
     worker = fleet_stack.processes["worker"]
     name = f"{socket.gethostname()}:{worker.pid}"
+    assert Execution.objects.get(pk=execution.pk).worker_id != name  # a pool process ran it
     page = _page(browser, fleet_stack, "olivia")
     page.goto(f"{fleet_stack.base}/dashboard/workers/")
     row = page.locator(f"[data-testid=worker-row][data-worker='{name}']")
     row.wait_for()
     assert row.get_attribute("data-live") == "true"
     assert "default" in row.inner_text() and "idle" in row.inner_text()
+    assert row.locator("[data-testid=worker-processed]").inner_text() == "1"
     _shoot(page, "workers-wide")
     narrow = _page(browser, fleet_stack, "olivia", viewport=NARROW)
     narrow.goto(f"{fleet_stack.base}/dashboard/workers/")
