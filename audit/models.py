@@ -34,6 +34,8 @@ ACTIONS = (
     "execution.retry",
     "execution.delete",
     "run.cancel",
+    "pool.pause",
+    "pool.resume",
     "alert_rule.create",
     "alert_rule.update",
     "alert_rule.delete",

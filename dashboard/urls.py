@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard import alert_views, log_views, run_views, upcoming_views, views
+from dashboard import alert_views, log_views, run_views, upcoming_views, views, worker_views
 
 app_name = "dashboard"
 
@@ -23,4 +23,7 @@ urlpatterns = [
     path("alerts/", alert_views.alerts_page, name="alerts"),
     path("alerts/banner", alert_views.alert_banner, name="alert-banner"),
     path("upcoming/", upcoming_views.upcoming, name="upcoming"),
+    path("workers/", worker_views.workers_page, name="workers"),
+    path("workers/table", worker_views.workers_table, name="workers-table"),
+    path("pools/<str:pool>/<str:action>", worker_views.pool_action, name="pool-action"),
 ]

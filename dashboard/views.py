@@ -21,7 +21,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from audit.models import ACTIONS, ActorKind
-from dashboard import forms, job_changes, logs, runs, selectors, services
+from dashboard import fleet, forms, job_changes, logs, runs, selectors, services
 from dashboard.banner import banner_context
 from dashboard.models import AuditOutcome
 from dashboard.services import ActionRefused, Actor, Target
@@ -183,10 +183,9 @@ def overview(request: ScopedRequest) -> HttpResponse:
             "state_counts": state_counts,
             "dead": dead,
             "hour": hour,
-            "chart_data": hour.chart_data(),
             "pools": pools,
             "max_depth": max([p.depth for p in pools], default=0) or 1,
-            "workers": selectors.workers(scope=scope, now=now),
+            **fleet.overview(scope=scope, now=now, range_key=request.GET.get("range"), hour=hour),
         },
     )
 

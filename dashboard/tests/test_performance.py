@@ -20,7 +20,7 @@ from django.test import Client
 from django.utils import timezone
 
 from dashboard import selectors
-from dashboard.tests.perfdata import insert_history
+from dashboard.tests.perfdata import insert_fleet, insert_history
 from tenants.services import tenant_create
 
 pytestmark = [pytest.mark.perf, pytest.mark.django_db]
@@ -44,6 +44,7 @@ def history(django_db_setup, django_db_blocker):
         tenants[1].members.add(member)
         began = time.monotonic()
         insert_history(tenant_ids=[t.pk for t in tenants], now=timezone.now(), jobs=JOBS, executions=EXECUTIONS)
+        insert_fleet(tenant_ids=[t.pk for t in tenants], now=timezone.now())
         loaded = time.monotonic() - began
         print(f"\ninserted {EXECUTIONS:,} executions and their events in {loaded:.0f} s")
         try:
@@ -52,7 +53,7 @@ def history(django_db_setup, django_db_blocker):
             with connection.cursor() as cursor:
                 cursor.execute(
                     "TRUNCATE executions_executionevent, executions_execution, jobs_job, tenants_tenant,"
-                    " dashboard_auditentry, django_session, auth_user CASCADE"
+                    " dashboard_auditentry, django_session, auth_user, pools_worker, pools_poolsample CASCADE"
                 )
 
 
@@ -108,6 +109,12 @@ def test_every_page_is_under_300_ms_with_a_million_executions(history):
         ("staff", "/dashboard/upcoming/"),
         ("staff", "/dashboard/upcoming/?bucket=40"),
         ("member", "/dashboard/upcoming/"),
+        ("staff", "/dashboard/?range=24h"),
+        ("staff", "/dashboard/?range=7d"),
+        ("member", "/dashboard/?range=7d"),
+        ("staff", "/dashboard/workers/"),
+        ("member", "/dashboard/workers/"),
+        ("staff", "/dashboard/workers/table"),
     ]
     figures = []
     for who, path in pages:

@@ -73,7 +73,11 @@
   }
   function xLabels(f, minutes) {
     var n = minutes.length, step = f.plotW / n;
-    for (var i = 0; i < n; i += 15) {
+    // About one label per 90 px, on a multiple of 15 points where that fits (a quarter of an hour).
+    var every = Math.max(1, Math.ceil(n / Math.max(1, Math.floor(f.plotW / 90))));
+    if (every <= 15) every = n > 30 ? 15 : every;
+    // The last point has a label of its own, at the right edge: none too close before it.
+    for (var i = 0; i < n - every / 2; i += every) {
       var t = el("text", { x: f.pad.l + i * step, y: f.h - 6 }, f.svg);
       t.textContent = minutes[i];
     }
@@ -101,7 +105,7 @@
       });
     }
     xLabels(f, d.minutes);
-    if (!totals.some(Boolean)) note(f, "Nothing finished in the last hour");
+    if (!totals.some(Boolean)) note(f, "Nothing finished in the last " + (d.rangeLabel || "1 h"));
   }
   function lag(container, d) {
     var values = d.p99.concat(d.p50).filter(function (v) { return v != null; });
@@ -121,18 +125,52 @@
       if (path) el("path", { d: path, fill: "none", stroke: s[1], "stroke-width": 2, "stroke-linejoin": "round" }, f.svg);
     });
     xLabels(f, d.minutes);
-    if (!values.length) note(f, "Nothing started in the last hour");
+    if (!values.length) note(f, "Nothing started in the last " + (d.rangeLabel || "1 h"));
   }
   function note(f, text) {
     var t = el("text", { x: f.pad.l + f.plotW / 2, y: f.pad.t + f.plotH / 2, "text-anchor": "middle", "class": "empty-note" }, f.svg);
     t.textContent = text;
   }
+  // One line per pool of d[series][pool] (the due backlog, or what is admitted), with a legend.
+  var POOL_COLOURS = ["var(--indigo)", "var(--amber)", "var(--blue)", "var(--green)", "var(--red)", "var(--muted-c)"];
+  function pools(container, d) {
+    var series = container.getAttribute("data-series"), byPool = d[series] || {};
+    var names = d.pools || [], values = [];
+    names.forEach(function (p) { values = values.concat(byPool[p]); });
+    var max = niceMax(Math.max.apply(null, values.concat([0])));
+    var f = frame(container, max, function (v) { return Math.round(v).toString(); });
+    var n = d.minutes.length, step = f.plotW / n;
+    names.forEach(function (p, k) {
+      var colour = POOL_COLOURS[k % POOL_COLOURS.length], path = "";
+      byPool[p].forEach(function (v, i) {
+        var x = f.pad.l + i * step + step / 2, y = f.pad.t + f.plotH - (v / max) * f.plotH;
+        path += (i ? "L" : "M") + x.toFixed(1) + " " + y.toFixed(1) + " ";
+        var hit = el("circle", { cx: x, cy: y, r: 2, fill: colour }, f.svg);
+        el("title", {}, hit).textContent = d.minutes[i] + " UTC — " + p + ": " + v;
+      });
+      el("path", { d: path, fill: "none", stroke: colour, "stroke-width": 2, "stroke-linejoin": "round" }, f.svg);
+    });
+    xLabels(f, d.minutes);
+    if (!values.some(Boolean)) note(f, "No " + (series === "due" ? "backlog" : "admitted work") + " recorded in the last " + d.rangeLabel);
+    var legend = container.parentNode.querySelector("[data-pool-legend]");
+    if (legend) {
+      legend.textContent = "";
+      names.forEach(function (p, k) {
+        var sw = document.createElement("i");
+        sw.className = "sw";
+        sw.style.background = POOL_COLOURS[k % POOL_COLOURS.length];
+        legend.appendChild(sw);
+        legend.appendChild(document.createTextNode(p));
+      });
+    }
+  }
+  var CHARTS = { lag: lag, throughput: throughput, pools: pools };
   function charts(root) {
     root.querySelectorAll("[data-chart]").forEach(function (c) {
       var source = document.getElementById(c.getAttribute("data-source"));
       if (!source) return;
       var data = JSON.parse(source.textContent);
-      (c.getAttribute("data-chart") === "lag" ? lag : throughput)(c, data);
+      (CHARTS[c.getAttribute("data-chart")] || throughput)(c, data);
     });
   }
 
@@ -358,6 +396,7 @@
         var fresh = holder.firstElementChild;
         if (!fresh || fresh.id !== region.id) return;
         region.replaceWith(fresh);
+        relTimes(fresh);
         var freshBox = fresh.querySelector(".log-lines");
         if (freshBox) freshBox.scrollTop = atEnd ? freshBox.scrollHeight : top;
       })
