@@ -14,6 +14,7 @@ from executions.selectors import PoolOverview, pool_overviews
 from jobs.payloads import StrictSerializer
 from pools.models import PoolPause
 from tenants.selectors import scope_of
+from web.audit import AuditedApi, Target
 from web.authentication import actor_of
 
 
@@ -100,8 +101,10 @@ _ACTION_RESPONSES = {
 }
 
 
-class PoolPauseApi(APIView):
+class PoolPauseApi(AuditedApi, APIView):
     permission_classes = [IsStaff]
+    audit_actions = {"POST": "pool.pause"}
+    audit_target_type, audit_id_kwarg = "pool", "pool"
 
     @extend_schema(
         request=PauseInputSerializer,
@@ -113,6 +116,7 @@ class PoolPauseApi(APIView):
     def post(self, request, pool: str):
         body = PauseInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        self.acting_on(Target(type="pool", id=pool, label=pool), body.validated_data.get("reason", ""))
         try:
             pool_pause(pool=pool, by=actor_of(request), reason=body.validated_data.get("reason", ""), now=db_now())
         except UnknownPool as exc:
@@ -120,8 +124,10 @@ class PoolPauseApi(APIView):
         return _pool_now(request, pool)
 
 
-class PoolResumeApi(APIView):
+class PoolResumeApi(AuditedApi, APIView):
     permission_classes = [IsStaff]
+    audit_actions = {"POST": "pool.resume"}
+    audit_target_type, audit_id_kwarg = "pool", "pool"
 
     @extend_schema(
         request=None,
@@ -130,6 +136,7 @@ class PoolResumeApi(APIView):
         "Resuming a pool that is not paused changes nothing.",
     )
     def post(self, request, pool: str):
+        self.acting_on(Target(type="pool", id=pool, label=pool))
         try:
             pool_resume(pool=pool, now=db_now())
         except UnknownPool as exc:

@@ -84,3 +84,21 @@ def test_an_unknown_pool_is_404_and_a_bad_reason_is_400_naming_the_field(staff):
         assert response.status_code == 400 and field in response.json(), bad
     assert not PoolPause.objects.exists()
     assert not Execution.objects.exists()
+
+
+def test_pool_pause_and_resume_through_the_api_are_audited_with_who_and_why(staff, api):
+    """Every actor's action is in the audit: a staff user's pause (with its reason) and resume,
+    and a tenant token's refused attempt."""
+    from audit.models import AuditEntry
+
+    staff.post("/v1/pools/default/pause", {"reason": "db failover"}, format="json")
+    staff.post("/v1/pools/default/resume")
+    api.post("/v1/pools/default/pause", {}, format="json")
+
+    rows = list(AuditEntry.objects.filter(target_type="pool").order_by("id"))
+    assert [(r.action, r.target_id, r.actor, r.outcome, r.actor_kind) for r in rows[:2]] == [
+        ("pool.pause", "default", "user ops", "OK", "api"),
+        ("pool.resume", "default", "user ops", "OK", "api"),
+    ]
+    assert rows[0].detail == "db failover"
+    assert rows[2].action == "pool.pause" and rows[2].outcome == "REFUSED" and rows[2].actor.startswith("token ")
