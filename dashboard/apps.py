@@ -7,8 +7,10 @@ class DashboardConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from audit import services as audit
         from dashboard import live
         from executions import observers
 
-        # Every state change reaches the live views (after its commit).
+        # Every state change, and every change to a job, reaches the live views (after its commit).
         observers.subscribe(live.publish_state_changes)
+        audit.on_job_change(live.publish_job_changes)

@@ -1,9 +1,11 @@
-"""The dashboard's WebSocket: pushes execution state changes to the open pages.
+"""The dashboard's WebSocket: pushes execution state changes and job-level changes to the open pages.
 
 `ws/dashboard/live/?after=<event id>`: the page passes the newest event id it was rendered
 with, so nothing that happened between the render and the connection is missed. Messages to
 the browser: {"type": "events", "events": [{id, executionId, jobId, tenantId, runId (a workflow
-step's run, else null), from, to, attempt, at, worker, message}, ...]}, oldest first, only of the caller's tenants.
+step's run, else null), from, to, attempt, at, worker, message}, ...]}, oldest first, only of the caller's tenants;
+and with `&jobs_after=<audit row id>`, {"type": "jobs", "jobs": [{id, jobId, tenantId, action, state}, ...]}: a
+job paused, resumed, edited or cancelled by anyone (dashboard/job_changes.py).
 See dashboard/feed.py for where the events come from in each mode.
 """
 
@@ -39,7 +41,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
                 self.joined = True
             except Exception:  # the layer only speeds updates up; the feed's poll still runs
                 logger.warning("live: channel layer unavailable; polling only", exc_info=True)
-        await self.feed.subscribe(self, scope=self.tenant_scope, after=_after(self.scope))
+        await self.feed.subscribe(
+            self, scope=self.tenant_scope, after=_after(self.scope), jobs_after=_after(self.scope, "jobs_after")
+        )
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "feed", None) is not None:
@@ -65,10 +69,13 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     async def deliver(self, events: list[dict[str, Any]]) -> None:
         await self.send_json({"type": "events", "events": events})
 
+    async def deliver_jobs(self, jobs: list[dict[str, Any]]) -> None:
+        await self.send_json({"type": "jobs", "jobs": jobs})
 
-def _after(scope: dict[str, Any]) -> int | None:
+
+def _after(scope: dict[str, Any], name: str = "after") -> int | None:
     query = parse_qs(scope.get("query_string", b"").decode())
     try:
-        return int(query["after"][0])
+        return int(query[name][0])
     except (KeyError, ValueError, IndexError):
         return None

@@ -1,4 +1,5 @@
-"""The live feed behind the dashboard's WebSocket: execution events as they commit.
+"""The live feed behind the dashboard's WebSocket: execution events as they commit, and job-level
+changes (pause, resume, edit by any actor: dashboard/job_changes.py) beside them.
 
 The source of truth is the ExecutionEvent table, read by primary key: `id > cursor`, a range
 scan of a few rows. One poller per server process (per event loop) serves every open page:
@@ -15,6 +16,11 @@ Two ways in, one path out:
 Either way the browser receives rows read from the database, never a message that might have
 raced its transaction, and the same code is exercised in both modes.
 
+Job changes ride on the same poll (one more primary-key range read, of the audit log) and go to
+each subscriber's `deliver_jobs`. With Redis, an audit row about a job is announced on the
+channel layer after its commit (audit.services.on_job_change → live.publish_job_changes) and
+pokes the poller as an execution's change does; without, the poll carries them too.
+
 Event ids come from a sequence taken at INSERT, so a transaction that commits late can make an
 id appear below the cursor. Each poll therefore looks SLACK ids back and skips what it has
 already delivered; the pages re-render from the database on each update, so a straggler older
@@ -30,7 +36,7 @@ from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
-from dashboard import selectors
+from dashboard import job_changes, selectors
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +53,11 @@ class Subscriber(Protocol):
 
 
 class _Subscription:
-    def __init__(self, subscriber: Subscriber, scope: list[int] | None, after: int) -> None:
+    def __init__(self, subscriber: Subscriber, scope: list[int] | None, after: int, jobs_after: int = 0) -> None:
         self.subscriber = subscriber
+        # The audit row past which job changes are new to this page. An audit row commits within
+        # moments of taking its id (in the request's transaction), so no look-back as for events.
+        self.jobs_cursor = jobs_after
         self.scope = None if scope is None else frozenset(scope)
         # Never deliver at or below `floor`: the page was rendered with those already applied.
         self.floor = after
@@ -88,10 +97,16 @@ class Feed:
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
 
-    async def subscribe(self, subscriber: Subscriber, *, scope: list[int] | None, after: int | None) -> None:
+    async def subscribe(
+        self, subscriber: Subscriber, *, scope: list[int] | None, after: int | None, jobs_after: int | None = None
+    ) -> None:
         latest = await database_sync_to_async(selectors.latest_event_id)()
         start = latest if after is None else max(min(after, latest), latest - MAX_REPLAY)
-        self._subscriptions[id(subscriber)] = _Subscription(subscriber, scope, start)
+        latest_audit = await database_sync_to_async(job_changes.latest_audit_id)()
+        jobs_start = (
+            latest_audit if jobs_after is None else max(min(jobs_after, latest_audit), latest_audit - MAX_REPLAY)
+        )
+        self._subscriptions[id(subscriber)] = _Subscription(subscriber, scope, start, jobs_start)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
         self.poke()
@@ -139,9 +154,34 @@ class Feed:
                     await subscription.subscriber.deliver(mine)
                 except Exception:  # one closed socket must not stop the others' updates
                     logger.debug("live delivery failed", exc_info=True)
-        if len(events) == BATCH:
+        more_jobs = await self._poll_jobs(subscriptions, scope)
+        if len(events) == BATCH or more_jobs:
             self.poke()  # more is waiting: read again without sleeping
         return len(events)
+
+    async def _poll_jobs(self, subscriptions: list[_Subscription], scope: list[int] | None) -> bool:
+        """Hand each subscriber that takes them the job changes past its cursor; True if a full
+        batch was read (more may wait)."""
+        takers = [s for s in subscriptions if hasattr(s.subscriber, "deliver_jobs")]
+        if not takers:
+            return False
+        after = min(s.jobs_cursor for s in takers)
+        changes = await database_sync_to_async(job_changes.job_changes_after)(scope=scope, after=after, limit=BATCH)
+        for subscription in takers:
+            mine = [
+                change
+                for change in changes
+                if change["id"] > subscription.jobs_cursor
+                and (subscription.scope is None or change["tenantId"] in subscription.scope)
+            ]
+            if not mine:
+                continue
+            subscription.jobs_cursor = mine[-1]["id"]
+            try:
+                await subscription.subscriber.deliver_jobs(mine)  # type: ignore[attr-defined]
+            except Exception:
+                logger.debug("live delivery failed", exc_info=True)
+        return len(changes) == BATCH
 
 
 def _union_scope(subscriptions: list[_Subscription]) -> list[int] | None:

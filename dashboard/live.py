@@ -45,6 +45,13 @@ def publish_state_changes(changes: list[tuple[Any, Any, int, str]]) -> None:
         logger.debug("live update not sent", exc_info=True)
 
 
+def publish_job_changes(changes: list[tuple[Any, int | None]]) -> None:
+    """A job was changed (audit.services.on_job_change): the same cue as an execution's change,
+    with no execution, so the pages of its tenant read the new rows (dashboard/job_changes.py) at
+    once rather than at their next poll."""
+    publish_state_changes([(None, job_id, tenant_id, "") for job_id, tenant_id in changes if tenant_id is not None])
+
+
 def _message(changes: list[tuple[Any, Any, int, str]]) -> dict:
     return {
         "type": "executions.changed",

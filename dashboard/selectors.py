@@ -8,15 +8,14 @@ index bounds it.
 """
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import TruncMinute
 
-from dashboard.models import AuditEntry
+from audit.models import ActorKind, AuditEntry
 from dashboard.queries import queries
 from executions.last_runs import failing
 from executions.models import Execution, ExecutionEvent
@@ -145,8 +144,8 @@ class LastHour:
 
 
 def last_hour(*, scope: list[int] | None, now: datetime) -> LastHour:
-    """Executions finished per minute (by outcome) and the start lag (started_at - available_at)
-    per minute of start, over the 60 minutes before `now`.
+    """Executions finished per minute (by outcome) and the start lag (from when the work could
+    first run: executions/start_lag.py) per minute of start, over the 60 minutes before `now`.
 
     Both read a bounded range of the partial index on finished_at; runs still going are the
     RUNNING rows (their own partial index). Nothing older than the hour is touched.
@@ -198,7 +197,7 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(max(seconds, 0.0) * 1000, 1)
 
 
-# --- Pools and workers ------------------------------------------------------------------------------
+# --- Pools ----------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -231,73 +230,6 @@ def queue_depths(*, scope: list[int] | None, now: datetime) -> list[PoolDepth]:
     add(executions.filter(state=S.QUEUED), "queued")
     add(executions.filter(state=S.RUNNING), "running")
     return sorted(pools.values(), key=lambda p: p.pool)
-
-
-@dataclass
-class Worker:
-    worker_id: str
-    alive: bool
-    last_seen: datetime | None
-    running_count: int = 0
-    # A few of its RUNNING executions (dicts: id, job name), for the page to link to.
-    running: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def more(self) -> int:
-        return self.running_count - len(self.running)
-
-
-WORKER_SAMPLE = 5
-IDLE_WORKER_WINDOW = timedelta(minutes=5)
-
-
-def workers(*, scope: list[int] | None, now: datetime) -> list[Worker]:
-    """Workers as the rows show them: those holding RUNNING executions (alive while their
-    heartbeat is within a lease), and those that finished something in the last minutes (idle).
-    Celery is not asked: the rows are the truth and need no broker round trip.
-
-    Counts come grouped from the RUNNING partial index; only a few executions per worker are
-    fetched, as plain values, so a fleet running thousands costs no model instances.
-    """
-    lease = timedelta(seconds=settings.TICKWORK_LEASE_SECONDS)
-    executions = execution_list(scope=scope).order_by()
-    running = executions.filter(state=S.RUNNING)
-    found: dict[str, Worker] = {}
-    for row in running.values("worker_id").annotate(n=Count("id"), beat=Max("heartbeat_at"), start=Max("started_at")):
-        last_seen = row["beat"] or row["start"]
-        found[row["worker_id"]] = Worker(
-            worker_id=row["worker_id"] or "?",
-            alive=last_seen is not None and last_seen >= now - lease,
-            last_seen=last_seen,
-            running_count=row["n"],
-        )
-    busy = [w for w in found if found[w].running_count]
-    if busy:
-        sample = (
-            running.filter(worker_id__in=busy[:50])
-            .order_by("worker_id", "started_at")
-            .values("id", "worker_id", "job__name")[: WORKER_SAMPLE * 50]
-        )
-        for sampled in sample:
-            worker = found[sampled["worker_id"]]
-            if len(worker.running) < WORKER_SAMPLE:
-                worker.running.append(dict(sampled))
-    recent = (
-        executions.filter(finished_at__gte=now - IDLE_WORKER_WINDOW)
-        .exclude(worker_id="")
-        .values("worker_id")
-        .annotate(last=Max("finished_at"))
-    )
-    for finished in recent:
-        seen = found.get(finished["worker_id"])
-        if seen is None:
-            found[finished["worker_id"]] = Worker(
-                worker_id=finished["worker_id"], alive=True, last_seen=finished["last"]
-            )
-        elif seen.last_seen is None or finished["last"] > seen.last_seen:
-            seen.last_seen = finished["last"]
-            seen.alive = seen.alive or finished["last"] >= now - lease
-    return sorted(found.values(), key=lambda w: (not w.alive, w.worker_id))
 
 
 # --- Jobs -------------------------------------------------------------------------------------------
@@ -509,6 +441,7 @@ class AuditFilters:
     action: str = ""
     outcome: str = ""
     target: str = ""
+    kind: str = ""  # ActorKind: dashboard, api or admin
 
 
 def audit_list(*, scope: list[int] | None) -> QuerySet[AuditEntry]:
@@ -525,6 +458,10 @@ def audit_page(*, scope: list[int] | None, filters: AuditFilters, page: int) -> 
         entries = entries.filter(action=filters.action)
     if filters.outcome:
         entries = entries.filter(outcome=filters.outcome)
+    if filters.kind:
+        # The rows from before the kind was recorded (NULL) were all dashboard actions.
+        kind = Q(actor_kind=filters.kind)
+        entries = entries.filter(kind | Q(actor_kind__isnull=True) if filters.kind == ActorKind.DASHBOARD else kind)
     if filters.target:
         target = Q(target_id=filters.target)
         if (job_id := _uuid_or_none(filters.target)) is not None:

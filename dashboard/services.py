@@ -1,9 +1,11 @@
 """Writes made from the dashboard. Each action calls the same service the API calls, and each
 leaves one audit row saying who did what to which object, when, and how it ended.
 
-A successful action and its audit row commit in one transaction: there is never an effect
-without its row, nor a row claiming an effect that was rolled back. A refused or failed action
-is recorded after its transaction rolled back, so the log also shows what was attempted.
+The audit log's writer lives in audit/services.py (the API and the admin record through it too);
+Actor, Target, audit_record and REFUSALS are re-exported here under the names the dashboard's
+code has always used. A successful action and its audit row commit in one transaction; a refused
+or failed action is recorded after its transaction rolled back, so the log also shows what was
+attempted.
 """
 
 import functools
@@ -13,100 +15,26 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from django.db import transaction
 from rest_framework.exceptions import ValidationError
 
-from dashboard.models import AuditEntry, AuditOutcome
+from audit.models import AuditEntry, AuditOutcome
+from audit.services import REFUSALS, Actor, Target, audit_record, audited, error_lines
 from executions.models import Execution
-from executions.scheduling import QuotaExceeded, job_cancel, job_create, job_pause, job_resume, job_trigger, job_update
+from executions.scheduling import job_cancel, job_create, job_pause, job_resume, job_trigger, job_update
 from executions.services import execution_cancel, execution_redrive
-from executions.states import InvalidTransition
 from jobs.models import Job, JobVersion
-from jobs.states import InvalidJobTransition, JobState
+from jobs.states import JobState
 from tenants.models import Tenant
 from web.api.job_versions import job_version_restore
-from web.json_input import printable
+
+__all__ = ["REFUSALS", "Actor", "Target", "audit_record"]
 
 T = TypeVar("T")
-# What the services raise when an object's state forbids the action: a refusal, not a fault.
-REFUSALS = (InvalidJobTransition, InvalidTransition, QuotaExceeded)
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who acts, as the audit log records it."""
-
-    user_id: int | None
-    username: str
-    source_ip: str | None = None
-
-    @classmethod
-    def of(cls, request) -> "Actor":
-        user = request.user
-        return cls(user_id=user.pk, username=user.get_username(), source_ip=request.META.get("REMOTE_ADDR") or None)
-
-    @property
-    def label(self) -> str:
-        """How a job's version names the author of a change made here."""
-        return f"dashboard {self.username}"
-
-
-@dataclass(frozen=True)
-class Target:
-    type: str  # "job" | "execution"
-    id: str = ""
-    label: str = ""
-    job_id: Any = None
-    tenant_id: int | None = None
-
-    @classmethod
-    def of_job(cls, job: Job) -> "Target":
-        return cls(type="job", id=str(job.pk), label=job.name, job_id=job.pk, tenant_id=job.tenant_id)
-
-    @classmethod
-    def of_execution(cls, execution: Execution) -> "Target":
-        label = f"{execution.job.name} #{execution.attempt}" if execution.job_id else ""
-        return cls(
-            type="execution",
-            id=str(execution.pk),
-            label=label,
-            job_id=execution.job_id,
-            tenant_id=execution.tenant_id,
-        )
+_error_lines = error_lines
 
 
 class ActionRefused(Exception):
     """The service refused the action (the object's state forbids it); the message says why."""
-
-
-def audit_record(
-    *,
-    actor: Actor,
-    action: str,
-    target: Target,
-    outcome: AuditOutcome,
-    now: datetime,
-    detail: str = "",
-    request_id=None,
-) -> AuditEntry:
-    """Append one row to the audit log. Text from a form may hold what PostgreSQL cannot store
-    (a NUL), so it is written escaped: a refused form is still audited, not a 500."""
-    extra = {"request_id": request_id} if request_id is not None else {}
-    return AuditEntry.objects.create(
-        at=now,
-        actor_id=actor.user_id,
-        actor=actor.username,
-        action=action,
-        target_type=target.type,
-        target_id=target.id,
-        target_label=printable(target.label)[:200],
-        job_id=target.job_id,
-        tenant_id=target.tenant_id,
-        outcome=outcome,
-        detail=printable(detail)[:4000],
-        source_ip=actor.source_ip,
-        **extra,
-    )
 
 
 def _audited(
@@ -120,64 +48,24 @@ def _audited(
     target_of: Callable[[T], Target] | None = None,
     request_id=None,
 ) -> T:
-    """Run `run` and its audit row in one transaction; on a refusal or error, record that."""
+    """Run `run` and its audit row in one transaction (audit.services.audited); a refusal or an
+    input that did not validate comes out as ActionRefused, with the reason the log recorded."""
     try:
-        with transaction.atomic():
-            result = run()
-            audit_record(
-                actor=actor,
-                action=action,
-                target=target_of(result) if target_of else target,
-                outcome=AuditOutcome.OK,
-                now=now,
-                detail=describe(result),
-                request_id=request_id,
-            )
-        return result
+        return audited(
+            actor=actor,
+            action=action,
+            target=target,
+            now=now,
+            run=run,
+            describe=describe,
+            target_of=target_of,
+            request_id=request_id,
+        )
     except ValidationError as exc:
         # Input checked inside the action (a restored version's definition): nothing was written.
-        detail = "; ".join(_error_lines(exc.detail))
-        audit_record(
-            actor=actor,
-            action=action,
-            target=target,
-            outcome=AuditOutcome.INVALID,
-            now=now,
-            detail=detail,
-            request_id=request_id,
-        )
-        raise ActionRefused(detail) from exc
+        raise ActionRefused("; ".join(error_lines(exc.detail))) from exc
     except REFUSALS as exc:
-        audit_record(
-            actor=actor,
-            action=action,
-            target=target,
-            outcome=AuditOutcome.REFUSED,
-            now=now,
-            detail=str(exc),
-            request_id=request_id,
-        )
         raise ActionRefused(str(exc)) from exc
-    except Exception as exc:
-        audit_record(
-            actor=actor,
-            action=action,
-            target=target,
-            outcome=AuditOutcome.ERROR,
-            now=now,
-            detail=f"{exc.__class__.__name__}: {exc}",
-            request_id=request_id,
-        )
-        raise
-
-
-def _error_lines(detail: Any, prefix: str = "") -> list[str]:
-    """DRF's nested errors as "target.handler: unknown handler …" lines."""
-    if isinstance(detail, dict):
-        return [line for key, value in detail.items() for line in _error_lines(value, f"{prefix}{key}.")]
-    if isinstance(detail, list):
-        return [line for item in detail for line in _error_lines(item, prefix)]
-    return [f"{prefix.rstrip('.')}: {detail}" if prefix else str(detail)]
 
 
 # What each job action calls, and how its success reads. Trigger is apart: it makes an execution.

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard import alert_views, log_views, run_views, triage_views, views
+from dashboard import alert_views, log_views, run_views, triage_views, upcoming_views, views, worker_views
 
 app_name = "dashboard"
 
@@ -22,6 +22,10 @@ urlpatterns = [
     path("audit/", views.audit_log, name="audit"),
     path("alerts/", alert_views.alerts_page, name="alerts"),
     path("alerts/banner", alert_views.alert_banner, name="alert-banner"),
+    path("upcoming/", upcoming_views.upcoming, name="upcoming"),
+    path("workers/", worker_views.workers_page, name="workers"),
+    path("workers/table", worker_views.workers_table, name="workers-table"),
+    path("pools/<str:pool>/<str:action>", worker_views.pool_action, name="pool-action"),
     path("dead-letter/", triage_views.dead_letter_page, name="dead-letter"),
     path("dead-letter/<str:fingerprint>/", triage_views.dead_letter_group_page, name="dead-letter-group"),
     path(

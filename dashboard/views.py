@@ -20,7 +20,8 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from dashboard import executions_page, forms, logs, runs, selectors, services
+from audit.models import ACTIONS, ActorKind
+from dashboard import executions_page, fleet, forms, job_changes, logs, runs, selectors, services
 from dashboard.banner import banner_context
 from dashboard.models import AuditOutcome
 from dashboard.services import ActionRefused, Actor, Target
@@ -51,6 +52,7 @@ class ScopedRequest(HttpRequest):
     """A request that `operator_view` let through, with the caller's tenant scope on it."""
 
     tenant_scope: list[int] | None
+    live_cursors: tuple[int, int] | None  # (execution events, job changes), read as it came in
 
 
 def operator_view(view):
@@ -68,6 +70,10 @@ def operator_view(view):
             return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
         scoped = cast(ScopedRequest, request)
         scoped.tenant_scope = scope_of(user=request.user)
+        # The live cursors are read before the page's rows: a change that commits between the two
+        # is then above the cursor and reaches the page. Read after, it could cover a change the
+        # rows did not show, and the page would wait for it forever.
+        scoped.live_cursors = job_changes.live_cursors() if request.method == "GET" else None
         return view(scoped, *args, **kwargs)
 
     return wrapped
@@ -77,6 +83,7 @@ def _page(request: ScopedRequest, template: str, context: dict) -> HttpResponse:
     """Render a page with what every page shows: the dead-letter badge, the firing alerts' banner
     and the live cursor."""
     scope = request.tenant_scope
+    live_after, live_jobs_after = getattr(request, "live_cursors", None) or job_changes.live_cursors()
     dead, dead_exact = selectors.capped_count(
         execution_list(scope=scope).filter(state=S.DEAD), cap=NAV_DEAD_CAP, estimate=False
     )
@@ -86,7 +93,8 @@ def _page(request: ScopedRequest, template: str, context: dict) -> HttpResponse:
         # A live region refresh re-renders the page in the background: it must not consume the
         # flash messages meant for the next page the operator opens.
         live_refresh="X-Live-Refresh" in request.headers,
-        live_after=selectors.latest_event_id(),
+        live_after=live_after,
+        live_jobs_after=live_jobs_after,
         is_staff=scope is None,
         tenants=selectors.tenants_in_scope(scope=scope),
         **banner_context(scope),
@@ -133,7 +141,7 @@ def _querystring(request: ScopedRequest, **changes) -> str:
 
 
 def _pager(request: ScopedRequest, page: int, has_next: bool, key: str = "page", after: str | None = None) -> dict:
-    # With a cursor (selectors.activity_cursor) the next page starts after the last row shown.
+    # With a cursor (executions_page.activity_cursor) the next page starts after the last row shown.
     keyset = after is not None or "after" in request.GET
     return {
         "page": page,
@@ -179,10 +187,9 @@ def overview(request: ScopedRequest) -> HttpResponse:
             "state_counts": state_counts,
             "dead": dead,
             "hour": hour,
-            "chart_data": hour.chart_data(),
             "pools": pools,
             "max_depth": max([p.depth for p in pools], default=0) or 1,
-            "workers": selectors.workers(scope=scope, now=now),
+            **fleet.overview(scope=scope, now=now, range_key=request.GET.get("range"), hour=hour),
         },
     )
 
@@ -595,6 +602,7 @@ def audit_log(request: ScopedRequest) -> HttpResponse:
         action=request.GET.get("action", "").strip(),
         outcome=request.GET.get("outcome", ""),
         target=request.GET.get("target", "").strip(),
+        kind=request.GET.get("kind", ""),
     )
     page = _page_number(request)
     entries, has_next = selectors.audit_page(scope=request.tenant_scope, filters=filters, page=page)
@@ -606,17 +614,8 @@ def audit_log(request: ScopedRequest) -> HttpResponse:
             "entries": entries,
             "filters": filters,
             "outcomes": AuditOutcome.values,
-            "actions": [
-                "job.create",
-                "job.update",
-                "job.restore",
-                "job.pause",
-                "job.resume",
-                "job.trigger",
-                "job.cancel",
-                "execution.cancel",
-                "execution.retry",
-            ],
+            "actions": ACTIONS,
+            "kinds": ActorKind.choices,
             "pager": _pager(request, page, has_next),
         },
     )

@@ -12,6 +12,10 @@ registry, pools/registry.py) plus a small buffer, and the rest stays PENDING. Th
 3. Within a tenant, earliest due first.
 4. Never past a tenant's `max_concurrent_executions` (its QUEUED + RUNNING, in every pool).
 
+Nothing of a paused pool (executions/pool_pauses.py) is admitted: the claim's snapshot names
+the paused pools, and their due work is not even read. It is not "held back" either: a paused
+pool is not looked at again soon, its resume wakes the dispatchers.
+
 When everything due in a pool fits, it is all admitted in due order (one index walk); the fair
 order is worked out only when the pool is contended. The claim is one transaction that first
 takes the claim lock (so that limits hold with any number of dispatchers), then reads the
@@ -77,7 +81,7 @@ def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
         tenant_load[tenant_id] += count
     caps = snapshot.limits
     admission = Admission()
-    for pool in sorted(capacity):
+    for pool in sorted(capacity.keys() - snapshot.paused):
         c = capacity[pool]
         load = Load(c.workers, c.slots, c.busy, queued[pool], running[pool], c.rate)
         free = min(limit_of(pool, load) - load.admitted, limit - len(admission.chosen))

@@ -5,6 +5,7 @@ due time, the job's state, the tenant's concurrency limit, the pool's live worke
 has admitted, and who else has due work in the pool. The first that holds is the reason:
 
 - JOB_PAUSED: the job is paused; nothing of it is admitted until it is resumed.
+- POOL_PAUSED: an operator paused its pool; nothing of it is admitted until the pool is resumed.
 - NOT_DUE: its time has not come.
 - TENANT_CONCURRENCY_LIMIT: the tenant has as many executions QUEUED or RUNNING as it may.
 - NO_WORKERS: no live worker serves its pool.
@@ -32,6 +33,7 @@ S = ExecutionState
 REASONS = [
     "NOT_DUE",
     "JOB_PAUSED",
+    "POOL_PAUSED",
     "TENANT_CONCURRENCY_LIMIT",
     "POOL_AT_CAPACITY",
     "NO_WORKERS",
@@ -61,6 +63,7 @@ class _Facts:
         self.waiting, self.now = waiting, now
         snapshot = store().snapshot(live_since=now - registry.offline_after())  # as the claim reads it
         self.capacity = registry.totals(snapshot.workers)
+        self.paused_pools = snapshot.paused
         self.admitted: Counter[str] = Counter()
         self.busy_of_tenant: Counter[int] = Counter()
         for pool, tenant_id, _state, count in snapshot.admitted:
@@ -87,6 +90,8 @@ class _Facts:
             return Reason("ON_BROKER", f"published to the broker; waiting for a worker to take it ({where})")
         if e.job_id in self.paused:
             return Reason("JOB_PAUSED", "its job is paused; it waits until the job is resumed")
+        if e.pool in self.paused_pools:
+            return Reason("POOL_PAUSED", f"pool {e.pool} is paused; nothing of it is admitted until it is resumed")
         if e.available_at > self.now:
             seconds = (e.available_at - self.now).total_seconds()
             return Reason("NOT_DUE", f"due at {e.available_at.isoformat()} (in {_duration(seconds)})")

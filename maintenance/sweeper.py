@@ -1,5 +1,6 @@
-"""The sweeper: take back what crashed, stalled or overstayed, and prune history (executions,
-ended jobs, events, forgotten workers).
+"""The sweeper: take back what crashed, stalled or overstayed, prune history (executions,
+ended jobs, events, forgotten workers), and record each pool's minute as it ends (the
+dashboard's charts of hours and days: executions/pool_history.py).
 
 `run_once` is one unit of work and returns counts; each of its steps is one named, set-based,
 batch-limited transition (SKIP LOCKED on PostgreSQL, so any number of sweepers can run). `serve`
@@ -17,7 +18,7 @@ from django.db import close_old_connections, transaction
 from background.loop import StopFlag, run_forever
 from background.publisher import Dispatch, Publisher
 from events.services import events_prune
-from executions import runs, tracing, transitions
+from executions import pool_history, runs, tracing, transitions
 from executions.clock import db_now
 from executions.scheduling import jobs_prune
 from executions.services import execution_settle_failure
@@ -132,13 +133,22 @@ def run_once(*, now: datetime, publisher: Publisher, config: SweeperSettings | N
     return result
 
 
+def record_history(*, now: datetime) -> int:
+    """The pools' minute that ended last, if no sweeper recorded it yet, and the pruning of the
+    minutes past their keep (executions/pool_history.py). Apart from `run_once`: it is
+    bookkeeping of the minute, not work to take back, and never a reason to sweep again at once."""
+    return pool_history.record(now=now) + pool_history.prune(now=now)
+
+
 def serve(*, stop: StopFlag, publisher: Publisher, config: SweeperSettings | None = None) -> None:
     """Sweep until `stop`: at once again after a full unit of work, else every `interval`."""
     config = config or SweeperSettings.from_django()
 
     def step() -> float:
         close_old_connections()
-        result = run_once(now=db_now(), publisher=publisher, config=config)
+        now = db_now()
+        result = run_once(now=now, publisher=publisher, config=config)
+        record_history(now=now)
         return 0 if result.total() >= config.batch else config.interval
 
     run_forever(name="sweeper", step=step, stop=stop, beat=RoleBeat(Role.Kind.SWEEPER, clock=db_now))

@@ -12,6 +12,9 @@ class Worker(models.Model):
     hostname = models.CharField(max_length=200)
     pid = models.PositiveIntegerField()
     pools = models.JSONField(default=list)  # the pools whose queues it consumes
+    # Its processes' pids since it started (the main one's and its pool's): executions name the
+    # process that ran them ("host:pid"), so this is how the dashboard counts a worker's runs.
+    pids = models.JSONField(default=list)
     slots = models.PositiveIntegerField()  # runs it can hold at once (its concurrency)
     busy = models.PositiveIntegerField(default=0)  # runs it holds, as of last_seen_at
     processed = models.PositiveBigIntegerField(default=0)  # runs it has taken since it started
@@ -86,3 +89,60 @@ class Role(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.hostname}:{self.pid}"
+
+
+class PoolPause(models.Model):
+    """A pool an operator has paused: nothing of it is admitted until the row is gone (resume);
+    what is QUEUED or RUNNING finishes. The claim reads the set of them with its snapshot, in the
+    same round trip (executions/store/admission.py), so a pause costs no query of its own."""
+
+    pool = models.CharField(max_length=64, unique=True)
+    paused_at = models.DateTimeField()
+    paused_by = models.CharField(max_length=200)  # "dashboard ada", "api staff-user"
+    reason = models.CharField(max_length=500, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.pool} paused by {self.paused_by}"
+
+
+class PoolSample(models.Model):
+    """One minute of one pool, for one tenant or (tenant null) for every tenant together, as the
+    sweeper saw it when the minute ended (executions/pool_history.py): the queue then (due
+    backlog, queued, running) and what happened in the minute (finished by outcome, started and
+    their start lag). The dashboard's charts of 24 hours and 7 days read these, not the
+    executions: staff read the pools' totals (a row per pool per minute, however many tenants),
+    a member its tenants' rows (only those with anything to say are written). Pruned after 8 days."""
+
+    at = models.DateTimeField()  # the minute's start, UTC
+    pool = models.CharField(max_length=64)
+    tenant = models.ForeignKey(
+        "tenants.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False, null=True, blank=True
+    )
+    due = models.PositiveIntegerField(default=0)  # PENDING and due at the minute's end
+    queued = models.PositiveIntegerField(default=0)  # admitted, on the broker, at the minute's end
+    running = models.PositiveIntegerField(default=0)  # at the minute's end
+    succeeded = models.PositiveIntegerField(default=0)  # finished in the minute
+    failed = models.PositiveIntegerField(default=0)  # went DEAD in the minute
+    cancelled = models.PositiveIntegerField(default=0)  # any other end in the minute
+    started = models.PositiveIntegerField(default=0)  # started in the minute
+    lag_p50_ms = models.FloatField(null=True, blank=True)  # of those starts
+    lag_p99_ms = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        # One row per minute and pool, per tenant and in total: a second sweeper's rows are no-ops.
+        # The pools' totals are read by their index's `at` range, a tenant's by (tenant, at); the
+        # pruning by `at` alone.
+        constraints = [
+            models.UniqueConstraint(
+                fields=["at", "pool"], condition=models.Q(tenant__isnull=True), name="pool_sample_total_per_minute"
+            ),
+            models.UniqueConstraint(
+                fields=["tenant", "at", "pool"],
+                condition=models.Q(tenant__isnull=False),
+                name="pool_sample_tenant_per_minute",
+            ),
+        ]
+        indexes = [models.Index(fields=["at"], name="pool_sample_at")]
+
+    def __str__(self) -> str:
+        return f"{self.pool}/{self.tenant_id or 'all'}@{self.at:%Y-%m-%d %H:%M}"

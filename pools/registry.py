@@ -35,23 +35,37 @@ def live(now: datetime) -> Q:
     return Q(stopped_at__isnull=True, last_seen_at__gte=now - offline_after())
 
 
-def register(*, hostname: str, pid: int, pools: Sequence[str], slots: int, now: datetime) -> int:
+def is_live(worker: Worker, now: datetime) -> bool:
+    """`live`, of a row already read."""
+    return worker.stopped_at is None and worker.last_seen_at >= now - offline_after()
+
+
+def register(
+    *, hostname: str, pid: int, pools: Sequence[str], slots: int, now: datetime, pids: Sequence[int] = ()
+) -> int:
     """A worker process group has started serving `pools` with `slots` slots. Returns its row's id."""
     worker = Worker.objects.create(
-        hostname=hostname, pid=pid, pools=sorted(set(pools)), slots=slots, started_at=now, last_seen_at=now
+        hostname=hostname,
+        pid=pid,
+        pools=sorted(set(pools)),
+        pids=sorted({pid, *pids}),
+        slots=slots,
+        started_at=now,
+        last_seen_at=now,
     )
     return worker.pk
 
 
-def beat(*, worker_id: int, busy: int, processed: int, rate: float, now: datetime) -> bool:
+def beat(
+    *, worker_id: int, busy: int, processed: int, rate: float, now: datetime, pids: Sequence[int] | None = None
+) -> bool:
     """The worker is still there, with `busy` slots taken, having taken `processed` runs since it
-    started, `rate` a second lately. False if its row is gone or stopped (pruned after a long
-    pause, say): it should register again."""
-    return bool(
-        Worker.objects.filter(pk=worker_id, stopped_at__isnull=True).update(
-            busy=busy, processed=processed, rate=rate, last_seen_at=now
-        )
-    )
+    started, `rate` a second lately, its processes having been `pids` (None: unchanged). False if
+    its row is gone or stopped (pruned after a long pause, say): it should register again."""
+    changes: dict = {"busy": busy, "processed": processed, "rate": rate, "last_seen_at": now}
+    if pids is not None:
+        changes["pids"] = sorted(pids)
+    return bool(Worker.objects.filter(pk=worker_id, stopped_at__isnull=True).update(**changes))
 
 
 def deregister(*, worker_id: int, now: datetime) -> None:

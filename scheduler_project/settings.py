@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "pools",
     "executions",
     "events",
+    "audit",
     "dispatcher",
     "worker",
     "maintenance",

@@ -23,7 +23,7 @@ from web.api.jobs import (
     JobTriggerApi,
     SchedulePreviewApi,
 )
-from web.api.pools import PoolListApi
+from web.api.pools import PoolListApi, PoolPauseApi, PoolResumeApi
 from web.api.runs import JobRunsApi, RunCancelApi, RunDetailApi
 from web.metrics import metrics_view
 
@@ -47,6 +47,8 @@ api = [
     path("runs/<str:run_id>", RunDetailApi.as_view(), name="run-detail"),
     path("runs/<str:run_id>/cancel", RunCancelApi.as_view(), name="run-cancel"),
     path("pools", PoolListApi.as_view(), name="pool-list"),
+    path("pools/<str:pool>/pause", PoolPauseApi.as_view(), name="pool-pause"),
+    path("pools/<str:pool>/resume", PoolResumeApi.as_view(), name="pool-resume"),
     path("schedule/preview", SchedulePreviewApi.as_view(), name="schedule-preview"),
     path("health", HealthApi.as_view(), name="health"),
     path("events", EventListCreateApi.as_view(), name="event-list"),

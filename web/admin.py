@@ -1,8 +1,17 @@
-"""The admin: tenants, jobs and executions. Its actions call the same services as the API."""
+"""The admin: tenants, jobs and executions. Its actions call the same services as the API.
+
+Every change made here is in the audit log as well as in Django's own LogEntry (which only the
+admin shows): the saves and deletions through `Audited`'s log_* hooks, which the admin calls in the
+change's own transaction, and the actions through audit.services.audited, one row per object."""
+
+import functools
 
 from django.contrib import admin, messages
 from django.db import transaction
+from django.utils import timezone
 
+from audit.models import ActorKind, AuditOutcome
+from audit.services import Actor, Target, audit_record, audit_records, audited, client_ip, entry
 from executions import tallies
 from executions.clock import db_now
 from executions.models import Execution, ExecutionEvent
@@ -36,6 +45,55 @@ class FoldsExecutions:
             super().delete_queryset(request, queryset)  # type: ignore[misc]
 
 
+def admin_actor(request) -> Actor:
+    user = request.user
+    return Actor(user_id=user.pk, username=user.get_username(), source_ip=client_ip(request), kind=ActorKind.ADMIN)
+
+
+def _target(obj) -> Target:
+    """An object the admin changed: a tenant is its own tenant; anything else names its tenant."""
+    model = type(obj)._meta.model_name
+    tenant_id = obj.pk if isinstance(obj, Tenant) else getattr(obj, "tenant_id", None)
+    job_id = obj.pk if isinstance(obj, Job) else getattr(obj, "job_id", None)
+    return Target(type=model, id=str(obj.pk), label=str(obj), job_id=job_id, tenant_id=tenant_id)
+
+
+class Audited:
+    """Mirrors the admin's own log (additions, changes, deletions) into the audit log."""
+
+    def log_addition(self, request, obj, message):
+        logged = super().log_addition(request, obj, message)  # type: ignore[misc]
+        self._audit(request, obj, "add", logged)
+        return logged
+
+    def log_change(self, request, obj, message):
+        logged = super().log_change(request, obj, message)  # type: ignore[misc]
+        self._audit(request, obj, "change", logged)
+        return logged
+
+    def log_deletions(self, request, queryset):
+        logged = super().log_deletions(request, queryset)  # type: ignore[misc]
+        actor, now = admin_actor(request), timezone.now()
+        targets = [_target(obj) for obj in queryset]
+        audit_records(
+            entry(actor=actor, action=f"{target.type}.delete", target=target, outcome=AuditOutcome.OK, now=now)
+            for target in targets
+        )
+        return logged
+
+    def _audit(self, request, obj, verb: str, logged) -> None:
+        target = _target(obj)
+        detail = logged.get_change_message() if hasattr(logged, "get_change_message") else ""
+        audit_record(
+            actor=admin_actor(request),
+            action=f"{target.type}.{verb}",
+            target=target,
+            outcome=AuditOutcome.OK,
+            now=timezone.now(),
+            detail=detail,
+        )
+
+
 class ApiTokenInline(admin.TabularInline):
     model = ApiToken
     extra = 0
@@ -44,7 +102,7 @@ class ApiTokenInline(admin.TabularInline):
 
 
 @admin.register(Tenant)
-class TenantAdmin(FoldsExecutions, admin.ModelAdmin):
+class TenantAdmin(Audited, FoldsExecutions, admin.ModelAdmin):
     execution_filter = "tenant__in"
     list_display = ["slug", "name", "weight", "max_concurrent_executions", "max_active_jobs", "submit_rate_per_minute"]
     search_fields = ["slug", "name"]
@@ -57,14 +115,22 @@ class TenantAdmin(FoldsExecutions, admin.ModelAdmin):
     @admin.action(description="Issue a new API token (shown once)", permissions=["change"])
     def issue_token(self, request, queryset):
         for tenant in queryset:
-            _, raw = token_create(tenant=tenant, name=f"admin:{request.user}")
+            _, raw = audited(
+                actor=admin_actor(request),
+                action="apitoken.add",
+                target=_target(tenant),
+                now=timezone.now(),
+                run=functools.partial(token_create, tenant=tenant, name=f"admin:{request.user}"),
+                describe=lambda made: f"token {made[0].name} ({made[0].key_prefix})",
+                target_of=lambda made: _target(made[0]),
+            )
             self.message_user(
                 request, f"token for {tenant.slug}: {raw} (copy it now; it is not stored)", messages.WARNING
             )
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(Audited, admin.ModelAdmin):
     list_display = ["key_prefix", "tenant", "name", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["tenant"]
     # A token stays with the tenant it was issued to; revoking is the one change that matters.
@@ -90,9 +156,17 @@ class WorkerAdmin(admin.ModelAdmin):
 
 def _run_action(modeladmin, request, queryset, service, verb: str) -> None:
     done, refused = 0, []
+    actor = admin_actor(request)
     for job in queryset:
+        now = db_now()
         try:
-            service(job=job, now=db_now())
+            audited(
+                actor=actor,
+                action=f"job.{service.__name__.removeprefix('job_')}",
+                target=Target.of_job(job),
+                now=now,
+                run=functools.partial(service, job=job, now=now),
+            )
             done += 1
         except InvalidJobTransition as exc:
             refused.append(str(exc))
@@ -103,7 +177,7 @@ def _run_action(modeladmin, request, queryset, service, verb: str) -> None:
 
 
 @admin.register(Job)
-class JobAdmin(FoldsExecutions, admin.ModelAdmin):
+class JobAdmin(Audited, FoldsExecutions, admin.ModelAdmin):
     execution_filter = "job__in"
     list_display = ["name", "tenant", "type", "schedule", "timezone", "handler", "pool", "state", "next_fire_at"]
     list_filter = ["state", "type", "pool", "tenant"]
@@ -157,7 +231,7 @@ class EventInline(admin.TabularInline):
 
 
 @admin.register(Execution)
-class ExecutionAdmin(FoldsExecutions, admin.ModelAdmin):
+class ExecutionAdmin(Audited, FoldsExecutions, admin.ModelAdmin):
     list_display = ["id", "job", "tenant", "pool", "attempt", "state", "scheduled_for", "started_at", "finished_at"]
     list_filter = ["state", "pool", "origin", "tenant"]
     search_fields = ["id", "job__name", "job__id"]
@@ -186,6 +260,7 @@ class ExecutionAdmin(FoldsExecutions, admin.ModelAdmin):
         self._act(
             request,
             queryset,
+            "execution.cancel",
             lambda e: execution_cancel(execution=e, now=db_now(), reason=f"cancelled by {request.user} (admin)"),
         )
 
@@ -194,14 +269,22 @@ class ExecutionAdmin(FoldsExecutions, admin.ModelAdmin):
         self._act(
             request,
             queryset,
+            "execution.retry",
             lambda e: execution_redrive(execution=e, now=db_now(), reason=f"re-driven by {request.user} (admin)"),
         )
 
-    def _act(self, request, queryset, action) -> None:
+    def _act(self, request, queryset, name: str, action) -> None:
         done = 0
+        actor = admin_actor(request)
         for execution in queryset:
             try:
-                action(execution)
+                audited(
+                    actor=actor,
+                    action=name,
+                    target=Target.of_execution(execution),
+                    now=timezone.now(),
+                    run=functools.partial(action, execution),
+                )
                 done += 1
             except InvalidTransition as exc:
                 self.message_user(request, f"{execution.id}: {exc}", messages.WARNING)

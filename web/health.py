@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import connection
 
 from pools import registry, roles
-from pools.models import Role, Worker
+from pools.models import PoolPause, Role, Worker
 
 
 def check_database() -> str | None:
@@ -84,5 +84,7 @@ def check_workers(now: datetime) -> tuple[str | None, dict[str, Any]]:
         "live": Worker.objects.filter(registry.live(now)).count(),
         "lastSeenAt": newest.first(),
         "pools": {pool: {"workers": c.workers, "slots": c.slots, "busy": c.busy} for pool, c in sorted(pools.items())},
+        # Paused by an operator: nothing of them is admitted. Said, not a problem: it is on purpose.
+        "paused": sorted(PoolPause.objects.values_list("pool", flat=True)),
     }
     return (None if details["live"] else "no live worker: nothing admitted can start"), details

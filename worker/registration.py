@@ -12,6 +12,7 @@ import socket
 import threading
 import time
 
+from billiard.process import active_children
 from celery.worker import state as celery_state
 from django.conf import settings
 from django.db import close_old_connections, connection
@@ -22,6 +23,9 @@ from pools import registry
 
 logger = logging.getLogger(__name__)
 QUEUE_PREFIX = queue_name("")
+# The most pids a worker's row keeps: a pool that replaces its processes often (max tasks per
+# child) stops adding after this; the dashboard then misses the newest ones' runs in its counts.
+MAX_PIDS = 1000
 
 
 class Registration(threading.Thread):
@@ -32,6 +36,7 @@ class Registration(threading.Thread):
         self.row: int | None = None
         self.stopping = threading.Event()
         self.last = (time.monotonic(), _processed())  # for the rate: when, and how many taken
+        self.pids: set[int] = {self.pid}  # every process of it so far: pool processes are replaced
 
     def run(self) -> None:
         while True:
@@ -56,11 +61,17 @@ class Registration(threading.Thread):
         at, processed = time.monotonic(), _processed()
         rate = (processed - self.last[1]) / max(at - self.last[0], 1e-3)
         self.last = (at, processed)
+        seen = len(self.pids)
+        if len(self.pids) < MAX_PIDS:
+            self.pids.update(child.pid for child in active_children() if child.pid is not None)
+        pids = sorted(self.pids) if len(self.pids) != seen else None
         if self.row is not None and registry.beat(
-            worker_id=self.row, busy=_busy(), processed=processed, rate=rate, now=now
+            worker_id=self.row, busy=_busy(), processed=processed, rate=rate, now=now, pids=pids
         ):
             return
-        self.row = registry.register(hostname=self.hostname, pid=self.pid, pools=self.pools, slots=self.slots, now=now)
+        self.row = registry.register(
+            hostname=self.hostname, pid=self.pid, pools=self.pools, slots=self.slots, now=now, pids=sorted(self.pids)
+        )
         logger.info("registered for pools %s with %d slots", ", ".join(self.pools), self.slots)
 
     def stop(self) -> None:

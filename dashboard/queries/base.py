@@ -9,6 +9,7 @@ from datetime import datetime
 
 from django.db.models import QuerySet
 
+from executions.start_lag import start_lag_seconds
 from executions.tallies import percentile
 
 # Start lags per minute of start: {minute: (p50, p99)}, and over all: (count, p50, p99); seconds.
@@ -31,12 +32,12 @@ class Queries:
         return None
 
     def start_lags(self, started: QuerySet) -> tuple[PerMinute, Overall]:
-        """p50 and p99 of the start lag (started_at - available_at) of `started`, per minute
-        of start and over all."""
+        """p50 and p99 of the start lag (from when the work could first run: executions/start_lag.py)
+        of `started`, per minute of start and over all."""
         by_minute: dict[datetime, list[float]] = {}
         every: list[float] = []
-        for started_at, available_at in started.values_list("started_at", "available_at"):
-            lag = max((started_at - available_at).total_seconds(), 0.0)
+        for started_at, available_at, created_at in started.values_list("started_at", "available_at", "created_at"):
+            lag = start_lag_seconds(started_at=started_at, available_at=available_at, created_at=created_at)
             by_minute.setdefault(started_at.replace(second=0, microsecond=0), []).append(lag)
             every.append(lag)
         per_minute = {at: (percentile(lags, 0.5), percentile(lags, 0.99)) for at, lags in by_minute.items()}

@@ -12,6 +12,7 @@ from django.db.models import F, QuerySet
 from django.db.models.functions import Extract
 
 from dashboard.queries.base import Overall, OverBudget, PerMinute, Queries
+from executions.start_lag import could_run_from
 
 
 class PostgresQueries(Queries):
@@ -27,7 +28,7 @@ class PostgresQueries(Queries):
     def start_lags(self, started: QuerySet) -> tuple[PerMinute, Overall]:
         """GROUPING SETS (which the ORM cannot spell) around the ORM's own, scoped, query of the
         rows. Minutes are truncated in the session's time zone, which Django sets to UTC."""
-        lag = Extract(F("started_at") - F("available_at"), "epoch")
+        lag = Extract(F("started_at") - could_run_from(), "epoch")
         try:
             inner, params = started.annotate(lag=lag).values("started_at", "lag").query.sql_with_params()
         except EmptyResultSet:  # a scope of no tenants
@@ -55,14 +56,12 @@ class PostgresQueries(Queries):
         try:
             with transaction.atomic():
                 with connection.cursor() as cursor:
-                    cursor.execute("SHOW statement_timeout")
-                    before = cursor.fetchone()[0]
                     cursor.execute(f"SET LOCAL statement_timeout = {int(milliseconds)}")
                 yield
-                # Inside an outer transaction this block is a savepoint, whose release would keep
-                # the budget for the rest of that transaction: put back what it was.
+                # Inside an outer transaction (a test's, ATOMIC_REQUESTS) this block is a savepoint,
+                # and SET LOCAL would outlive it: every later read of the request would be budgeted.
                 with connection.cursor() as cursor:
-                    cursor.execute("SELECT set_config('statement_timeout', %s, true)", [before])
+                    cursor.execute("SET LOCAL statement_timeout TO DEFAULT")
         except OperationalError as exc:  # QueryCanceled: over budget
             raise OverBudget from exc
 

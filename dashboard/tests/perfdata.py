@@ -169,3 +169,37 @@ def vacuum() -> None:
     with connection.cursor() as cursor:
         for table in ("jobs_job", "executions_execution", "executions_executionevent"):
             cursor.execute(f"VACUUM ANALYZE {table}")
+
+
+_SAMPLES_SQL = """
+INSERT INTO pools_poolsample (
+    at, pool, tenant_id, due, queued, running, succeeded, failed, cancelled, started, lag_p50_ms, lag_p99_ms)
+SELECT date_trunc('minute', %(now)s::timestamptz) - (m || ' minutes')::interval, p.pool, t.id,
+       (m * 7 + coalesce(t.id, 0)) %% 300, (m + coalesce(t.id, 0)) %% 20, (m + coalesce(t.id, 0)) %% 8,
+       20 + m %% 17, m %% 3, m %% 2, 24 + m %% 5, 40 + (m %% 50), 300 + (m * 13) %% 900
+FROM generate_series(1, 8 * 24 * 60) AS m
+CROSS JOIN (SELECT unnest(%(tenants)s::bigint[]) UNION ALL SELECT NULL) AS t(id)
+CROSS JOIN (VALUES ('default'), ('billing')) AS p(pool)
+"""
+
+_WORKERS_SQL = """
+INSERT INTO pools_worker (
+    hostname, pid, pools, pids, slots, busy, processed, rate, started_at, last_seen_at, stopped_at)
+SELECT 'worker-' || w, 1000 + w, '["default", "billing"]'::jsonb, jsonb_build_array(1000 + w), 8, w %% 8,
+       1000 * w, 2.5, %(now)s - interval '3 hours',
+       CASE WHEN w < 8 THEN %(now)s ELSE %(now)s - (w || ' minutes')::interval END,
+       CASE WHEN w %% 3 = 0 AND w >= 8 THEN %(now)s - (w || ' minutes')::interval END
+FROM generate_series(0, 199) AS w
+"""
+
+
+def insert_fleet(*, tenant_ids: list[int], now: datetime) -> None:
+    """Eight days of the pools' minute samples for every (pool, tenant) and every pool's total:
+    what the sweeper would have recorded, 138,240 rows for five tenants; and 200 registered workers, the first eight
+    live and named as the executions' worker ids name them ("worker-N:100N"), the rest gone."""
+    params = {"tenants": tenant_ids, "now": now}
+    with connection.cursor() as cursor:
+        cursor.execute(_SAMPLES_SQL, params)
+        cursor.execute(_WORKERS_SQL, params)
+        cursor.execute("VACUUM ANALYZE pools_poolsample")
+        cursor.execute("VACUUM ANALYZE pools_worker")

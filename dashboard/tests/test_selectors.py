@@ -174,20 +174,6 @@ def test_queue_depth_is_pending_due_plus_queued_per_pool(tenant, make_job, drive
     assert (default.pending_due, default.queued, default.running, default.depth) == (1, 1, 1, 2)
 
 
-def test_workers_are_alive_while_they_heartbeat(tenant, make_job, drive):
-    now = timezone.now()
-    fresh = drive(make_job(tenant).executions.get(), "RUNNING")
-    stale = drive(make_job(tenant).executions.get(), "RUNNING")
-    Execution.objects.filter(pk=fresh.pk).update(worker_id="host-a:1", heartbeat_at=now)
-    Execution.objects.filter(pk=stale.pk).update(worker_id="host-b:2", heartbeat_at=now - timedelta(minutes=5))
-
-    workers = {w.worker_id: w for w in selectors.workers(scope=None, now=now)}
-
-    assert workers["host-a:1"].alive and [e["id"] for e in workers["host-a:1"].running] == [fresh.pk]
-    assert workers["host-a:1"].running_count == 1
-    assert not workers["host-b:2"].alive
-
-
 def test_next_fires_are_given_in_utc_and_in_the_jobs_zone(tenant, make_job):
     """Across the spring-forward in New York, local offsets change while UTC stays exact."""
     after = datetime(2027, 3, 12, 12, tzinfo=UTC)

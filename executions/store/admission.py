@@ -28,6 +28,7 @@ class Snapshot(NamedTuple):
     workers: list[tuple[list[str], int, int, float]]  # live: (pools, slots, busy, rate)
     admitted: list[tuple[str, int, str, int]]  # (pool, tenant id, QUEUED or RUNNING, count)
     limits: dict[int, int]  # tenant id: its concurrency limit, for those that have one
+    paused: frozenset[str] = frozenset()  # pools an operator paused: nothing of them is admitted
 
 
 _ACTIVE_JOB = "JOIN jobs_job j ON j.id = e.job_id AND j.state = 'ACTIVE'"
@@ -57,15 +58,16 @@ class AdmissionStatements:
     def snapshot(self, *, live_since: datetime) -> "Snapshot":
         """What a claim starts from, in one round trip: the live workers (reported since
         `live_since` and not stopped, as pools.registry.live says), what is admitted per pool,
-        tenant and state, and the tenants' concurrency limits."""
-        workers, admitted, limits = [], [], {}
+        tenant and state, the tenants' concurrency limits and the paused pools."""
+        workers, admitted, limits, paused = [], [], {}, set()
         rows = self.fetch(
             "SELECT 'w', CAST(w.pools AS TEXT), w.slots, w.busy, CAST(w.rate AS REAL) FROM pools_worker w"
             " WHERE w.stopped_at IS NULL AND w.last_seen_at >= %s"
             " UNION ALL SELECT 'a', e.pool, e.tenant_id, COUNT(*), CAST(e.state = 'QUEUED' AS INTEGER)"
             " FROM executions_execution e WHERE e.state IN ('QUEUED', 'RUNNING') GROUP BY e.pool, e.tenant_id, e.state"
             " UNION ALL SELECT 'c', NULL, t.id, t.max_concurrent_executions, 0 FROM tenants_tenant t"
-            " WHERE t.max_concurrent_executions IS NOT NULL",
+            " WHERE t.max_concurrent_executions IS NOT NULL"
+            " UNION ALL SELECT 'p', p.pool, 0, 0, 0 FROM pools_poolpause p",
             [live_since],
         )
         for kind, text, a, b, c in rows:
@@ -73,9 +75,11 @@ class AdmissionStatements:
                 workers.append((json.loads(text), a, b, float(c)))
             elif kind == "a":
                 admitted.append((text, a, "QUEUED" if c else "RUNNING", b))
+            elif kind == "p":
+                paused.add(text)
             else:
                 limits[a] = b
-        return Snapshot(workers, admitted, limits)
+        return Snapshot(workers, admitted, limits, frozenset(paused))
 
     def due_in_pool(self, *, pool: str, now: datetime, limit: int) -> list[DueRow]:
         """Up to `limit` executions of active jobs due in `pool` by `now`: HIGH priority first,

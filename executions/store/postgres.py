@@ -73,6 +73,7 @@ class PostgresStore(Store, PostgresAdmissionStatements):
     remote_clock: ClassVar[bool] = True
     skip_locked: ClassVar[str] = " FOR UPDATE SKIP LOCKED"
     due_notifications: ClassVar[bool] = True
+    sample_bucket: ClassVar[str] = "CAST(floor(EXTRACT(EPOCH FROM (s.at - %s)) / %s) AS INTEGER)"
 
     def move(
         self,

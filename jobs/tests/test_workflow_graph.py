@@ -57,8 +57,15 @@ def test_an_edge_back_up_makes_a_cycle_that_is_found_and_real(steps, data):
 @given(dags(), st.data())
 def test_ready_and_doomed_follow_the_upstream_states(steps, data):
     names = workflow.names(steps)
-    states = {n: data.draw(st.sampled_from(["BLOCKED", "SUCCEEDED", "DEAD", "CANCELLED", "RUNNING"])) for n in names}
     above = workflow.upstream(steps)
+    # States a run can reach, drawn in the steps' order (each depends only on earlier ones): a
+    # step whose upstream steps have not all succeeded never started, so it is BLOCKED or, doomed,
+    # CANCELLED. (A SUCCEEDED step below a DEAD one cannot happen, and would be both.)
+    states: dict[str, str] = {}
+    for n in names:
+        started = all(states[up] == "SUCCEEDED" for up in above[n])
+        choices = ["BLOCKED", "SUCCEEDED", "DEAD", "CANCELLED", "RUNNING"] if started else ["BLOCKED", "CANCELLED"]
+        states[n] = data.draw(st.sampled_from(choices))
 
     ready = set(workflow.ready(steps, states, succeeded="SUCCEEDED", blocked="BLOCKED"))
     doomed = workflow.doomed(steps, states, blocked="BLOCKED", failed={"DEAD", "CANCELLED"})

@@ -26,6 +26,7 @@ from web.api.alert_serializers import (
     AlertRuleUpdateSerializer,
     AlertSerializer,
 )
+from web.audit import AuditedApi, Target
 from web.authentication import actor_of, tenant_to_write_in
 from web.rest import Pagination
 
@@ -114,7 +115,12 @@ def _model_fields(data: dict[str, Any], *, tenant: Tenant | None, current: Alert
     return fields
 
 
-class AlertRuleListCreateApi(generics.ListAPIView):
+def _rule_target(rule: AlertRule) -> Target:
+    return Target(type="alert_rule", id=str(rule.pk), label=rule.name, job_id=rule.job_id, tenant_id=rule.tenant_id)
+
+
+class AlertRuleListCreateApi(AuditedApi, generics.ListAPIView):
+    audit_actions = {"POST": "alert_rule.create"}
     serializer_class = AlertRuleSerializer
 
     def get_queryset(self):
@@ -128,10 +134,14 @@ class AlertRuleListCreateApi(generics.ListAPIView):
         tenant = _tenant_of_new_rule(request, data.get("tenant"))
         fields = _model_fields(data, tenant=tenant, current=None)
         rule = rule_create(tenant=tenant, fields=fields, actor=actor_of(request))
+        self.acting_on(_rule_target(rule), f"{rule.kind} rule")
         return Response(AlertRuleSerializer(rule).data, status=status.HTTP_201_CREATED)
 
 
-class AlertRuleDetailApi(APIView):
+class AlertRuleDetailApi(AuditedApi, APIView):
+    audit_actions = {"PATCH": "alert_rule.update", "DELETE": "alert_rule.delete"}
+    audit_target_type, audit_id_kwarg = "alert_rule", "rule_id"
+
     @extend_schema(responses=AlertRuleSerializer)
     def get(self, request, rule_id):
         return Response(AlertRuleSerializer(_rule_or_404(request, rule_id)).data)
@@ -139,14 +149,19 @@ class AlertRuleDetailApi(APIView):
     @extend_schema(request=AlertRuleUpdateSerializer, responses=AlertRuleSerializer, description=RULE_RULES)
     def patch(self, request, rule_id):
         rule = _rule_or_404(request, rule_id)
+        self.acting_on(_rule_target(rule))
         serializer = AlertRuleUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         fields = _model_fields(serializer.validated_data, tenant=rule.tenant, current=rule)
-        return Response(AlertRuleSerializer(rule_update(rule=rule, fields=fields)).data)
+        rule = rule_update(rule=rule, fields=fields)
+        self.acting_on(_rule_target(rule), "changed " + ", ".join(sorted(serializer.validated_data)))
+        return Response(AlertRuleSerializer(rule).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request, rule_id):
-        rule_delete(rule=_rule_or_404(request, rule_id))
+        rule = _rule_or_404(request, rule_id)
+        self.acting_on(_rule_target(rule))
+        rule_delete(rule=rule)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

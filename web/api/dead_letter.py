@@ -7,6 +7,8 @@ moves each to DISCARDED, out of the dead letter for good. A large group is worke
 bounded time per request, oldest first; the answer says how many remain, and the same request
 again continues."""
 
+import uuid
+
 from django.db import transaction
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -14,13 +16,14 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from audit.models import AuditOutcome
+from audit.services import REFUSALS, Actor, Target, audit_record, audit_records, entry
 from executions import dead_letter
 from executions.clock import db_now
 from executions.models import Execution
-from executions.scheduling import QuotaExceeded
 from executions.services import execution_redrive
-from executions.states import InvalidTransition
 from tenants.selectors import scope_of
+from web.audit import api_actor
 
 
 class ErrorGroupSerializer(serializers.Serializer):
@@ -63,20 +66,62 @@ class DeadLetterGroupsApi(APIView):
         return Response(DeadLetterSerializer(found).data)
 
 
-def _redrive(batch: list[Execution], reason: str) -> tuple[int, int]:
+def _redrive(batch: list[Execution], actor: Actor, request_id: uuid.UUID) -> tuple[int, int]:
+    """Each in its own transaction with its audit row, as the dashboard's bulk retry does."""
     moved = refused = 0
     for execution in batch:
+        now = db_now()
+        target = Target.of_execution(execution)
         try:
             with transaction.atomic():
-                execution_redrive(execution=execution, now=db_now(), reason=reason)
+                done = execution_redrive(
+                    execution=execution, now=now, reason=f"re-driven with its error group by {actor.username}"
+                )
+                audit_record(
+                    actor=actor,
+                    action="execution.retry",
+                    target=target,
+                    outcome=AuditOutcome.OK,
+                    now=now,
+                    detail=f"attempt {done.attempt} pending (error group)",
+                    request_id=request_id,
+                )
             moved += 1
-        except (InvalidTransition, QuotaExceeded):
+        except REFUSALS as exc:
+            audit_record(
+                actor=actor,
+                action="execution.retry",
+                target=target,
+                outcome=AuditOutcome.REFUSED,
+                now=now,
+                detail=str(exc),
+                request_id=request_id,
+            )
             refused += 1
     return moved, refused
 
 
-def _discard(batch: list[Execution], reason: str) -> tuple[int, int]:
-    moved = dead_letter.executions_discard(executions=batch, now=db_now(), reason=reason)
+def _discard(batch: list[Execution], actor: Actor, request_id: uuid.UUID) -> tuple[int, int]:
+    """The batch in one statement, with an audit row per execution, in one transaction."""
+    now = db_now()
+    with transaction.atomic():
+        moved = dead_letter.executions_discard(
+            executions=batch, now=now, reason=f"discarded with its error group by {actor.username}"
+        )
+        audit_records(
+            entry(
+                actor=actor,
+                action="execution.discard",
+                target=Target.of_execution(execution),
+                outcome=AuditOutcome.OK if execution.pk in moved else AuditOutcome.REFUSED,
+                now=now,
+                detail=f"error group {execution.error_fingerprint or '(none)'}"
+                if execution.pk in moved
+                else "no longer DEAD",
+                request_id=request_id,
+            )
+            for execution in batch
+        )
     return len(moved), len(batch) - len(moved)
 
 
@@ -104,11 +149,9 @@ class DeadLetterGroupActionApi(APIView):
         key = dead_letter.fingerprint_in_path(fingerprint)
         if key is None or not dead_letter.group_executions(scope=scope, fingerprint=key).exists():
             raise Http404("no such error group")
-        act = _ACTIONS[self.action_name]
-        verb = "re-driven" if self.action_name == "retry" else "discarded"
-        outcome = dead_letter.group_act(
-            scope=scope, fingerprint=key, act=lambda batch: act(batch, f"{verb} with its error group by {request.user}")
-        )
+        act, actor, request_id = _ACTIONS[self.action_name], api_actor(request), uuid.uuid4()
+        # Audited per execution, one request id for the request (as the dashboard's group actions).
+        outcome = dead_letter.group_act(scope=scope, fingerprint=key, act=lambda batch: act(batch, actor, request_id))
         body = {"fingerprint": fingerprint, "action": self.action_name, **vars(outcome)}
         return Response(GroupActionSerializer(body).data)
 

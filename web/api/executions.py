@@ -11,6 +11,7 @@ from executions.services import execution_cancel, execution_redrive
 from tenants.selectors import scope_of
 from web.api.execution_filters import ExecutionFilter
 from web.api.execution_serializers import ExecutionDetailSerializer, ExecutionSerializer
+from web.audit import AuditedApi, Target
 from web.rest import ExecutionPagination
 
 
@@ -36,21 +37,31 @@ class ExecutionDetailApi(APIView):
         return Response(ExecutionDetailSerializer(execution_or_404(request, execution_id)).data)
 
 
-class ExecutionCancelApi(APIView):
+class ExecutionCancelApi(AuditedApi, APIView):
+    audit_actions = {"POST": "execution.cancel"}
+    audit_target_type, audit_id_kwarg = "execution", "execution_id"
+
     @extend_schema(request=None, responses={202: ExecutionSerializer})
     def post(self, request, execution_id):
         execution = execution_or_404(request, execution_id)
-        execution_cancel(execution=execution, now=db_now(), reason=f"cancelled by {request.user}")
+        self.acting_on(Target.of_execution(execution))
+        state = execution_cancel(execution=execution, now=db_now(), reason=f"cancelled by {request.user}")
+        self.acting_on(
+            Target.of_execution(execution), "cancelled" if state == "CANCELLED" else "cancel requested (running)"
+        )
         execution.refresh_from_db()
         return Response(ExecutionSerializer(execution).data, status=status.HTTP_202_ACCEPTED)
 
 
-class ExecutionRetryApi(APIView):
+class ExecutionRetryApi(AuditedApi, APIView):
+    audit_actions = {"POST": "execution.retry"}
+    audit_target_type, audit_id_kwarg = "execution", "execution_id"
+
     @extend_schema(request=None, responses=ExecutionSerializer)
     def post(self, request, execution_id):
-        execution = execution_redrive(
-            execution=execution_or_404(request, execution_id),
-            now=db_now(),
-            reason=f"re-driven by {request.user}",
-        )
+        execution = execution_or_404(request, execution_id)
+        target = Target.of_execution(execution)
+        self.acting_on(target)
+        execution = execution_redrive(execution=execution, now=db_now(), reason=f"re-driven by {request.user}")
+        self.acting_on(target, f"attempt {execution.attempt} pending")
         return Response(ExecutionSerializer(execution).data)

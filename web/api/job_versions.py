@@ -20,6 +20,7 @@ from jobs.selectors import job_get, job_locked
 from jobs.versions import version_get, version_latest, version_list
 from tenants.selectors import scope_of
 from web.api.job_serializers import JobOutputSerializer, JobUpdateSerializer
+from web.audit import AuditedApi, Target
 from web.authentication import actor_of
 from web.rest import Pagination
 
@@ -155,7 +156,9 @@ class JobVersionListApi(generics.ListAPIView):
         return version_list(job=_job_or_404(self.request, self.kwargs["job_id"]))
 
 
-class JobVersionRestoreApi(APIView):
+class JobVersionRestoreApi(AuditedApi, APIView):
+    audit_actions = {"POST": "job.restore"}
+
     @extend_schema(
         request=None,
         responses=JobVersionRestoreSerializer,
@@ -169,12 +172,14 @@ class JobVersionRestoreApi(APIView):
     )
     def post(self, request, job_id, number: str):
         job = _job_or_404(request, job_id)
+        self.acting_on(Target.of_job(job))
         # Matched as text, not with Django's int converter: a path that is not a number is then
         # this API's JSON 404, not the HTML page of a URL that matched no route.
         version = version_get(job=job, number=int(number)) if number.isascii() and number.isdigit() else None
         if version is None:
             raise Http404("no such version")
         job = job_version_restore(job=job, version=version, actor=actor_of(request), now=db_now())
+        self.acting_on(Target.of_job(job), f"restored version {version.number}")
         body: dict[str, Any] = {
             "job": JobOutputSerializer(job).data,
             "version": JobVersionSerializer(version_latest(job=job)).data,

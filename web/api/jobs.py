@@ -45,6 +45,7 @@ from web.api.job_serializers import (
     bulk_items,
 )
 from web.api.resume_serializers import ResumePreviewSerializer, ResumeQuerySerializer
+from web.audit import AuditedApi, Target
 from web.authentication import actor_of, tenant_to_write_in
 from web.json_input import field_errors
 from web.rest import BulkJSONParser, ExecutionPagination, representer
@@ -70,7 +71,8 @@ def _job_or_404(request, job_id) -> Job:
     return job
 
 
-class JobListCreateApi(generics.ListAPIView):
+class JobListCreateApi(AuditedApi, generics.ListAPIView):
+    audit_actions = {"POST": "job.create"}
     serializer_class = JobOutputSerializer
     filterset_class = JobFilter
 
@@ -113,6 +115,11 @@ class JobListCreateApi(generics.ListAPIView):
             )
         except cron.CronError as exc:  # an H schedule that, resolved with the new job's id, never fires
             raise serializers.ValidationError({"schedule": [str(exc)]}) from exc
+        job = result.job
+        self.acting_on(
+            Target.of_job(job),
+            f"{job.type} {job.handler} in {job.pool}" if result.created else "the same key and body: the first job",
+        )
         return Response(
             JobOutputSerializer(result.job).data,
             status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
@@ -123,8 +130,10 @@ class JobListCreateApi(generics.ListAPIView):
 MAX_BULK_KEY_LENGTH = 255 - len(bulk_item_key("", MAX_BULK_JOBS - 1))
 
 
-class JobBulkCreateApi(APIView):
-    """Create up to MAX_BULK_JOBS jobs in one request, all or nothing."""
+class JobBulkCreateApi(AuditedApi, APIView):
+    """Create up to MAX_BULK_JOBS jobs in one request, all or nothing: one audit row for the batch."""
+
+    audit_actions = {"POST": "job.bulk_create"}
 
     parser_classes = [BulkJSONParser]
 
@@ -171,11 +180,21 @@ class JobBulkCreateApi(APIView):
         except InvalidItems as exc:
             errors = [{"index": index, field: [message]} for index, field, message in exc.errors]
             return Response({"errors": errors}, status=status.HTTP_400_BAD_REQUEST)
+        self.acting_on(
+            Target(type="job", label=f"{len(result.jobs)} jobs", tenant_id=tenant.pk),
+            _batch_detail(result.jobs, created=result.created),
+        )
         represent = representer(JobOutputSerializer())
         return Response(
             {"jobs": [represent(job) for job in attach_last_runs(list(result.jobs))]},
             status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
         )
+
+
+def _batch_detail(jobs: list[Job], *, created: bool) -> str:
+    """A batch's audit detail: its jobs by id, as many as fit in the row."""
+    said = "created" if created else "the same key and body: the first batch's"
+    return f"{said} {len(jobs)} jobs: " + ", ".join(f"{job.pk} {job.name}" for job in jobs[:40])
 
 
 def _validate_bulk(request, items: list) -> tuple[Tenant | None, list[dict[str, Any]], list[dict[str, Any]]]:
@@ -222,7 +241,9 @@ def _validate_bulk(request, items: list) -> tuple[Tenant | None, list[dict[str, 
     return batch_tenant, fields, errors
 
 
-class JobDetailApi(APIView):
+class JobDetailApi(AuditedApi, APIView):
+    audit_actions = {"PUT": "job.update", "PATCH": "job.update", "DELETE": "job.cancel"}
+
     @extend_schema(responses=JobDetailOutputSerializer)
     def get(self, request, job_id):
         return Response(JobDetailOutputSerializer(_job_or_404(request, job_id)).data)
@@ -238,6 +259,7 @@ class JobDetailApi(APIView):
 
     def _update(self, request, job_id):
         job = _job_or_404(request, job_id)
+        self.acting_on(Target.of_job(job))
         # PUT replaces what it names; like PATCH it leaves unnamed fields as they are, since a
         # job's identity (type, tenant) cannot change anyway.
         serializer = JobUpdateSerializer(job, data=request.data, partial=True)
@@ -245,22 +267,31 @@ class JobDetailApi(APIView):
         fields = serializer.to_model_fields()
         fields.pop("type", None)
         job = job_update(job=job, fields=fields, now=db_now(), actor=actor_of(request))
+        self.acting_on(Target.of_job(job), "changed " + ", ".join(sorted(fields)))
         return Response(JobOutputSerializer(job).data)
 
     @extend_schema(responses={200: JobOutputSerializer})
     def delete(self, request, job_id):
-        job = job_cancel(job=_job_or_404(request, job_id), now=db_now())
+        job = _job_or_404(request, job_id)
+        self.acting_on(Target.of_job(job))
+        job = job_cancel(job=job, now=db_now())
         return Response(JobOutputSerializer(job).data)
 
 
-class JobPauseApi(APIView):
+class JobPauseApi(AuditedApi, APIView):
+    audit_actions = {"POST": "job.pause"}
+
     @extend_schema(request=None, responses=JobOutputSerializer)
     def post(self, request, job_id):
-        job = job_pause(job=_job_or_404(request, job_id), now=db_now())
+        job = _job_or_404(request, job_id)
+        self.acting_on(Target.of_job(job))
+        job = job_pause(job=job, now=db_now())
         return Response(JobOutputSerializer(job).data)
 
 
-class JobResumeApi(APIView):
+class JobResumeApi(AuditedApi, APIView):
+    audit_actions = {"POST": "job.resume"}
+
     @extend_schema(
         request=None,
         parameters=[ResumeQuerySerializer],
@@ -276,16 +307,24 @@ class JobResumeApi(APIView):
         query = ResumeQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         if query.validated_data["dryRun"]:
+            self.not_audited()  # a preview changes nothing
             preview = job_resume_preview(job=_job_or_404(request, job_id), now=db_now())
             return Response(ResumePreviewSerializer(preview).data)
-        job = job_resume(job=_job_or_404(request, job_id), now=db_now())
+        job = _job_or_404(request, job_id)
+        self.acting_on(Target.of_job(job))
+        job = job_resume(job=job, now=db_now())
         return Response(JobOutputSerializer(job).data)
 
 
-class JobTriggerApi(APIView):
+class JobTriggerApi(AuditedApi, APIView):
+    audit_actions = {"POST": "job.trigger"}
+
     @extend_schema(request=None, responses=ExecutionSerializer)
     def post(self, request, job_id):
-        execution = job_trigger(job=_job_or_404(request, job_id), now=db_now())
+        job = _job_or_404(request, job_id)
+        self.acting_on(Target.of_job(job))
+        execution = job_trigger(job=job, now=db_now())
+        self.acting_on(Target.of_job(job), f"execution {execution.pk}")
         return Response(ExecutionSerializer(execution).data)
 
 

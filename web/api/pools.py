@@ -1,13 +1,21 @@
-"""GET /v1/pools: each pool's workers and what waits for them; the autoscaling signal."""
+"""GET /v1/pools: each pool's workers and what waits for them; the autoscaling signal.
+POST /v1/pools/{pool}/pause and /resume: staff stop and restart a whole pool's admission."""
 
-from drf_spectacular.utils import extend_schema
+from django.http import Http404
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
+from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from executions.clock import db_now
+from executions.pool_pauses import UnknownPool, paused_pools, pool_pause, pool_resume
 from executions.selectors import PoolOverview, pool_overviews
+from jobs.payloads import StrictSerializer
+from pools.models import PoolPause
 from tenants.selectors import scope_of
+from web.audit import AuditedApi, Target
+from web.authentication import actor_of
 
 
 class PoolSerializer(serializers.Serializer):
@@ -22,6 +30,10 @@ class PoolSerializer(serializers.Serializer):
     oldestDueAgeSec = serializers.FloatField(
         allow_null=True, help_text="How long the oldest of them has been due; null when none is."
     )
+    paused = serializers.BooleanField(help_text="An operator paused the pool: nothing of it is admitted.")
+    pausedAt = serializers.DateTimeField(allow_null=True)
+    pausedBy = serializers.CharField(allow_null=True, help_text="Who paused it, e.g. `user ops`.")
+    pauseReason = serializers.CharField(allow_null=True)
 
 
 class PoolListSerializer(serializers.Serializer):
@@ -29,7 +41,7 @@ class PoolListSerializer(serializers.Serializer):
     next = serializers.CharField(allow_null=True)
 
 
-def pool_as_json(p: PoolOverview, now) -> dict:
+def pool_as_json(p: PoolOverview, now, pause: PoolPause | None) -> dict:
     return {
         "pool": p.pool,
         "workers": p.workers,
@@ -40,6 +52,10 @@ def pool_as_json(p: PoolOverview, now) -> dict:
         "running": p.running,
         "dueBacklog": p.due_backlog,
         "oldestDueAgeSec": round((now - p.oldest_due_at).total_seconds(), 3) if p.oldest_due_at else None,
+        "paused": pause is not None,
+        "pausedAt": pause.paused_at if pause else None,
+        "pausedBy": pause.paused_by if pause else None,
+        "pauseReason": (pause.reason or None) if pause else None,
     }
 
 
@@ -51,4 +67,78 @@ class PoolListApi(APIView):
     def get(self, request):
         now = db_now()
         pools = pool_overviews(scope=scope_of(user=request.user), now=now)
-        return Response({"results": [pool_as_json(p, now) for p in pools], "next": None})
+        paused = paused_pools()
+        return Response({"results": [pool_as_json(p, now, paused.get(p.pool)) for p in pools], "next": None})
+
+
+class IsStaff(BasePermission):
+    """Pools are shared by every tenant: only staff (a staff user's session) may stop one."""
+
+    message = "only staff may pause or resume a pool: it is shared by every tenant"
+
+    def has_permission(self, request, view) -> bool:
+        return scope_of(user=request.user) is None
+
+
+class PauseInputSerializer(StrictSerializer):
+    reason = serializers.CharField(
+        required=False, allow_blank=True, max_length=500, help_text="Why, for the other operators."
+    )
+
+
+def _pool_now(request, pool: str) -> Response:
+    """The pool as `GET /v1/pools` shows it, after the action."""
+    now = db_now()
+    found = next(p for p in pool_overviews(scope=scope_of(user=request.user), now=now) if p.pool == pool)
+    return Response(pool_as_json(found, now, paused_pools().get(pool)))
+
+
+_ACTION_RESPONSES = {
+    200: PoolSerializer,
+    400: OpenApiResponse(description="`reason` is not a string of at most 500 characters, or an unknown field."),
+    403: OpenApiResponse(description="The caller is not staff (a tenant's token or a member)."),
+    404: OpenApiResponse(description="No pool of that name is configured or named by a handler."),
+}
+
+
+class PoolPauseApi(AuditedApi, APIView):
+    permission_classes = [IsStaff]
+    audit_actions = {"POST": "pool.pause"}
+    audit_target_type, audit_id_kwarg = "pool", "pool"
+
+    @extend_schema(
+        request=PauseInputSerializer,
+        responses=_ACTION_RESPONSES,
+        description="Pause a whole pool: nothing of it is admitted (its due work waits PENDING, pendingReason "
+        "POOL_PAUSED) until it is resumed; what is QUEUED or RUNNING finishes. Staff only. Pausing a paused "
+        "pool changes nothing (who paused it first, and when, stay).",
+    )
+    def post(self, request, pool: str):
+        body = PauseInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        self.acting_on(Target(type="pool", id=pool, label=pool), body.validated_data.get("reason", ""))
+        try:
+            pool_pause(pool=pool, by=actor_of(request), reason=body.validated_data.get("reason", ""), now=db_now())
+        except UnknownPool as exc:
+            raise Http404(str(exc)) from exc
+        return _pool_now(request, pool)
+
+
+class PoolResumeApi(AuditedApi, APIView):
+    permission_classes = [IsStaff]
+    audit_actions = {"POST": "pool.resume"}
+    audit_target_type, audit_id_kwarg = "pool", "pool"
+
+    @extend_schema(
+        request=None,
+        responses=_ACTION_RESPONSES,
+        description="Resume a paused pool: its due work is admitted at the dispatchers' next claim. Staff only. "
+        "Resuming a pool that is not paused changes nothing.",
+    )
+    def post(self, request, pool: str):
+        self.acting_on(Target(type="pool", id=pool, label=pool))
+        try:
+            pool_resume(pool=pool, now=db_now())
+        except UnknownPool as exc:
+            raise Http404(str(exc)) from exc
+        return _pool_now(request, pool)

@@ -13,6 +13,7 @@ from executions.clock import db_now
 from executions.models import Run
 from jobs.selectors import job_get
 from tenants.selectors import scope_of
+from web.audit import AuditedApi, Target
 from web.rest import Pagination
 
 
@@ -81,7 +82,10 @@ class RunDetailApi(APIView):
         return Response(RunSerializer(_run_or_404(request, run_id)).data)
 
 
-class RunCancelApi(APIView):
+class RunCancelApi(AuditedApi, APIView):
+    audit_actions = {"POST": "run.cancel"}
+    audit_target_type, audit_id_kwarg = "run", "run_id"
+
     @extend_schema(
         request=None,
         responses={202: RunSerializer},
@@ -90,6 +94,7 @@ class RunCancelApi(APIView):
     )
     def post(self, request, run_id):
         run = _run_or_404(request, run_id)
+        self.acting_on(Target(type="run", id=str(run.pk), job_id=run.job_id, tenant_id=run.tenant_id))
         runs.cancel_run(run_id=run.pk, now=db_now(), reason=f"run cancelled by {request.user}")
         return Response(RunSerializer(_run_or_404(request, run_id)).data, status=status.HTTP_202_ACCEPTED)
 

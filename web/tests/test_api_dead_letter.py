@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from audit.models import AuditEntry
 from executions import dead_letter, transitions
 from executions.models import Execution
 from executions.states import ExecutionState as S
@@ -54,6 +55,10 @@ def test_retrying_a_group_redrives_every_one_of_the_callers(api, tenant, other_t
     assert body == {"fingerprint": key, "action": "retry", "done": 3, "refused": 0, "remaining": 0}
     assert {Execution.objects.get(pk=e.pk).state for e in mine} == {S.PENDING}
     assert Execution.objects.get(pk=theirs.pk).state == S.DEAD
+    # Audited as the dashboard's bulk retry is: a row per execution, one request id, the token named.
+    rows = list(AuditEntry.objects.filter(action="execution.retry"))
+    assert sorted(r.target_id for r in rows) == sorted(str(e.pk) for e in mine)
+    assert {(r.outcome, r.actor_kind) for r in rows} == {("OK", "api")} and len({r.request_id for r in rows}) == 1
 
 
 def test_discarding_a_group_moves_it_to_discarded(api, tenant, make_job):
@@ -64,6 +69,8 @@ def test_discarding_a_group_moves_it_to_discarded(api, tenant, make_job):
 
     assert (body["done"], body["remaining"]) == (2, 0)
     assert {Execution.objects.get(pk=e.pk).state for e in mine} == {S.DISCARDED}
+    rows = AuditEntry.objects.filter(action="execution.discard")
+    assert sorted(r.target_id for r in rows) == sorted(str(e.pk) for e in mine)
     assert api.get("/v1/dead-letter/groups").json()["results"] == []
     assert api.get("/v1/executions?state=DISCARDED").json()["results"][0]["state"] == "DISCARDED"
     assert api.post(f"/v1/executions/{mine[0].pk}/retry").status_code == 409

@@ -74,7 +74,11 @@
   }
   function xLabels(f, minutes) {
     var n = minutes.length, step = f.plotW / n;
-    for (var i = 0; i < n; i += 15) {
+    // About one label per 90 px, on a multiple of 15 points where that fits (a quarter of an hour).
+    var every = Math.max(1, Math.ceil(n / Math.max(1, Math.floor(f.plotW / 90))));
+    if (every <= 15) every = n > 30 ? 15 : every;
+    // The last point has a label of its own, at the right edge: none too close before it.
+    for (var i = 0; i < n - every / 2; i += every) {
       var t = el("text", { x: f.pad.l + i * step, y: f.h - 6 }, f.svg);
       t.textContent = minutes[i];
     }
@@ -102,7 +106,7 @@
       });
     }
     xLabels(f, d.minutes);
-    if (!totals.some(Boolean)) note(f, "Nothing finished in the last hour");
+    if (!totals.some(Boolean)) note(f, "Nothing finished in the last " + (d.rangeLabel || "1 h"));
   }
   function lag(container, d) {
     var values = d.p99.concat(d.p50).filter(function (v) { return v != null; });
@@ -122,18 +126,52 @@
       if (path) el("path", { d: path, fill: "none", stroke: s[1], "stroke-width": 2, "stroke-linejoin": "round" }, f.svg);
     });
     xLabels(f, d.minutes);
-    if (!values.length) note(f, "Nothing started in the last hour");
+    if (!values.length) note(f, "Nothing started in the last " + (d.rangeLabel || "1 h"));
   }
   function note(f, text) {
     var t = el("text", { x: f.pad.l + f.plotW / 2, y: f.pad.t + f.plotH / 2, "text-anchor": "middle", "class": "empty-note" }, f.svg);
     t.textContent = text;
   }
+  // One line per pool of d[series][pool] (the due backlog, or what is admitted), with a legend.
+  var POOL_COLOURS = ["var(--indigo)", "var(--amber)", "var(--blue)", "var(--green)", "var(--red)", "var(--muted-c)"];
+  function pools(container, d) {
+    var series = container.getAttribute("data-series"), byPool = d[series] || {};
+    var names = d.pools || [], values = [];
+    names.forEach(function (p) { values = values.concat(byPool[p]); });
+    var max = niceMax(Math.max.apply(null, values.concat([0])));
+    var f = frame(container, max, function (v) { return Math.round(v).toString(); });
+    var n = d.minutes.length, step = f.plotW / n;
+    names.forEach(function (p, k) {
+      var colour = POOL_COLOURS[k % POOL_COLOURS.length], path = "";
+      byPool[p].forEach(function (v, i) {
+        var x = f.pad.l + i * step + step / 2, y = f.pad.t + f.plotH - (v / max) * f.plotH;
+        path += (i ? "L" : "M") + x.toFixed(1) + " " + y.toFixed(1) + " ";
+        var hit = el("circle", { cx: x, cy: y, r: 2, fill: colour }, f.svg);
+        el("title", {}, hit).textContent = d.minutes[i] + " UTC — " + p + ": " + v;
+      });
+      el("path", { d: path, fill: "none", stroke: colour, "stroke-width": 2, "stroke-linejoin": "round" }, f.svg);
+    });
+    xLabels(f, d.minutes);
+    if (!values.some(Boolean)) note(f, "No " + (series === "due" ? "backlog" : "admitted work") + " recorded in the last " + d.rangeLabel);
+    var legend = container.parentNode.querySelector("[data-pool-legend]");
+    if (legend) {
+      legend.textContent = "";
+      names.forEach(function (p, k) {
+        var sw = document.createElement("i");
+        sw.className = "sw";
+        sw.style.background = POOL_COLOURS[k % POOL_COLOURS.length];
+        legend.appendChild(sw);
+        legend.appendChild(document.createTextNode(p));
+      });
+    }
+  }
+  var CHARTS = { lag: lag, throughput: throughput, pools: pools };
   function charts(root) {
     root.querySelectorAll("[data-chart]").forEach(function (c) {
       var source = document.getElementById(c.getAttribute("data-source"));
       if (!source) return;
       var data = JSON.parse(source.textContent);
-      (c.getAttribute("data-chart") === "lag" ? lag : throughput)(c, data);
+      (CHARTS[c.getAttribute("data-chart")] || throughput)(c, data);
     });
   }
 
@@ -206,6 +244,7 @@
   // --- Live ----------------------------------------------------------------------------------------
   var body = document.body;
   var after = Number(body.getAttribute("data-live-after") || 0);
+  var jobsAfter = Number(body.getAttribute("data-live-jobs-after") || 0);
   var statusEl = document.querySelector("[data-live-status]");
   var socket = null, retry = 0;
   var dirty = {}, inFlight = false, lastRefresh = 0, refreshTimer = null;
@@ -221,12 +260,13 @@
     var path = body.getAttribute("data-live-path");
     if (!path || !window.WebSocket) return;
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
-    socket = new WebSocket(scheme + location.host + path + "?after=" + after);
+    socket = new WebSocket(scheme + location.host + path + "?after=" + after + "&jobs_after=" + jobsAfter);
     socket.onopen = function () { retry = 0; setStatus("live", "Live"); };
     socket.onmessage = function (m) {
       var msg;
       try { msg = JSON.parse(m.data); } catch (e) { return; }
       if (msg.type === "events") onEvents(msg.events || []);
+      if (msg.type === "jobs") onJobs(msg.jobs || []);
     };
     socket.onclose = function (e) {
       socket = null;
@@ -269,6 +309,21 @@
     var any = false;
     document.querySelectorAll("[data-live-region]").forEach(function (region) {
       if (regionWants(region, events)) { dirty[region.id] = true; any = true; }
+    });
+    if (any) scheduleRefresh();
+  }
+
+  // A job paused, resumed, edited or cancelled by anyone (the API, the admin, another tab): the
+  // regions about that job, and those about every job (the job list, the overview), are re-read.
+  function onJobs(jobs) {
+    if (!jobs.length) return;
+    jobs.forEach(function (j) { jobsAfter = Math.max(jobsAfter, j.id); });
+    var any = false;
+    document.querySelectorAll("[data-live-region]").forEach(function (region) {
+      var job = region.getAttribute("data-live-job");
+      var narrowed = job || region.getAttribute("data-live-execution") || region.getAttribute("data-live-run");
+      var wants = job ? jobs.some(function (j) { return j.jobId === job; }) : !narrowed;
+      if (wants) { dirty[region.id] = true; any = true; }
     });
     if (any) scheduleRefresh();
   }
@@ -342,6 +397,7 @@
         var fresh = holder.firstElementChild;
         if (!fresh || fresh.id !== region.id) return;
         region.replaceWith(fresh);
+        relTimes(fresh);
         var freshBox = fresh.querySelector(".log-lines");
         if (freshBox) freshBox.scrollTop = atEnd ? freshBox.scrollHeight : top;
       })
@@ -351,6 +407,17 @@
         pollRegions();
       });
   }
+
+  // --- Narrow screens: the menu -----------------------------------------------------------------------
+  // Under 760 px the sections fold behind a Menu button (app.css); without this script they stay shown.
+  document.documentElement.classList.add("js");
+  document.addEventListener("click", function (e) {
+    var toggle = e.target.closest("[data-menu-toggle]");
+    if (!toggle) return;
+    var sidebar = toggle.closest(".sidebar");
+    var open = sidebar.classList.toggle("menu-open");
+    toggle.setAttribute("aria-expanded", open ? "true" : "false");
+  });
 
   // --- Start -----------------------------------------------------------------------------------------
   function start() {

@@ -3,6 +3,7 @@ import json
 from django.core.management.base import BaseCommand
 
 from executions.clock import db_now
+from executions.pool_pauses import paused_pools
 from executions.selectors import pool_overviews
 from web.api.pools import pool_as_json
 
@@ -12,5 +13,6 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         now = db_now()
-        results = [pool_as_json(p, now) for p in pool_overviews(scope=None, now=now)]
+        paused = paused_pools()
+        results = [pool_as_json(p, now, paused.get(p.pool)) for p in pool_overviews(scope=None, now=now)]
         self.stdout.write(json.dumps({"results": results, "next": None}))

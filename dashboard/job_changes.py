@@ -1,0 +1,55 @@
+"""Job-level changes (pause, resume, edit, cancel, …) for the live feed, read from the audit log.
+
+Every change to a job by any actor (the dashboard, an API token, the admin) leaves one OK row in
+the audit log, in the change's own transaction (audit/services.py, web/audit.py, web/admin.py):
+so the log's primary key is a cursor over job changes just as ExecutionEvent's is over execution
+changes, and reading it is a range scan of a few rows. What is sent is the job's state as the
+database has it now, not what the row says happened: the page re-renders from the database anyway.
+"""
+
+from typing import Any
+
+from django.db import connection
+from django.db.models import Max
+
+from audit.models import AuditEntry, AuditOutcome
+from executions.models import ExecutionEvent
+from jobs.models import Job
+
+
+def latest_audit_id() -> int:
+    """The newest audit row's id: where a page's job feed starts."""
+    return AuditEntry.objects.aggregate(top=Max("id"))["top"] or 0
+
+
+def live_cursors() -> tuple[int, int]:
+    """Where a page's live feed starts: the newest execution event's id and the newest audit
+    row's, in one statement (each a walk of one primary key entry); every page renders them."""
+    quote = connection.ops.quote_name
+    events, audit = quote(ExecutionEvent._meta.db_table), quote(AuditEntry._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT (SELECT MAX(id) FROM {events}), (SELECT MAX(id) FROM {audit})")
+        event_id, audit_id = cursor.fetchone()
+    return event_id or 0, audit_id or 0
+
+
+def job_changes_after(*, scope: list[int] | None, after: int, limit: int = 500) -> list[dict[str, Any]]:
+    """Changes to jobs recorded after audit row `after`, oldest first, in the caller's scope:
+    {id (the audit row's), jobId, tenantId, action, state (the job's now; null once deleted)}."""
+    rows = AuditEntry.objects.filter(pk__gt=after, target_type="job", outcome=AuditOutcome.OK, job_id__isnull=False)
+    if scope is not None:
+        rows = rows.filter(tenant_id__in=scope)
+    changes = list(rows.order_by("id").values("id", "job_id", "tenant_id", "action")[:limit])
+    states: dict[Any, str] = dict(
+        Job.objects.filter(pk__in={row["job_id"] for row in changes}).values_list("pk", "state")
+    )
+    return [
+        {
+            "id": row["id"],
+            "jobId": str(row["job_id"]),
+            "tenantId": row["tenant_id"],
+            "action": row["action"],
+            "state": states.get(row["job_id"]),
+        }
+        for row in changes
+    ]

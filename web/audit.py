@@ -1,0 +1,123 @@
+"""Every change made through the API leaves one audit row (audit/services.py): who (the token by
+its name, prefix and tenant, as a job's versions name it, or the session's user), what, to which
+object, how it ended, from which address, under which request id.
+
+A view opts in by naming the audited action of each unsafe method (`audit_actions`) and saying
+what it acted on (`acting_on`, once it has loaded the object). The row is one INSERT in the
+request's own transaction when the request succeeds, so there is no effect without its row; a
+refused or failed request is recorded after, with the answer's reason. The request id is sent
+back as `X-Request-Id` so a caller can find its row.
+
+Events posted to /v1/events (and inbound hooks) are not audited: they are data flowing in, one
+per occurrence of something outside, not an actor changing the scheduler; each is kept anyway.
+"""
+
+import logging
+import uuid
+from typing import Any, ClassVar
+
+from django.db import transaction
+from django.utils import timezone
+
+from audit.models import ActorKind, AuditOutcome
+from audit.services import Actor, Target, audit_record, client_ip, error_lines, outcome_of
+
+__all__ = ["AuditedApi", "Target", "api_actor"]
+from web.authentication import TokenPrincipal, actor_of
+
+logger = logging.getLogger(__name__)
+
+# What each refused answer means in the log; any other 4xx is a refusal, a 5xx an error.
+_OUTCOME_OF_STATUS = {400: AuditOutcome.INVALID, 404: AuditOutcome.NOT_FOUND}
+
+
+def api_actor(request) -> Actor:
+    """Who an API request acts as: its token (no user id) or its session's user."""
+    user = request.user
+    user_id = None if isinstance(user, TokenPrincipal) else user.pk
+    return Actor(user_id=user_id, username=actor_of(request), source_ip=client_ip(request), kind=ActorKind.API)
+
+
+class AuditedApi:
+    """A mixin for an APIView (before it in the bases) whose unsafe methods act."""
+
+    # HTTP method → the audited action ("POST": "job.pause"); other methods are not audited.
+    audit_actions: ClassVar[dict[str, str]] = {}
+    # What a request that never loaded its object (a 404, a 400 before the lookup) names instead.
+    audit_target_type: ClassVar[str] = "job"
+    audit_id_kwarg: ClassVar[str] = "job_id"
+    _audit_target: Target | None = None
+    _audit_detail = ""
+    _audit_skip = False
+
+    def acting_on(self, target: Target, detail: str = "") -> None:
+        """The object this request acts on (and, on success, what happened to it)."""
+        self._audit_target = target
+        self._audit_detail = detail
+
+    def not_audited(self) -> None:
+        """This request turned out to change nothing (a dry run): no row."""
+        self._audit_skip = True
+
+    def dispatch(self, request, *args, **kwargs):
+        action = self.audit_actions.get(request.method)
+        if action is None:
+            return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+        self._audit_target = None
+        self._audit_detail = ""
+        self._audit_skip = False
+        request_id = uuid.uuid4()
+        try:
+            with transaction.atomic():
+                response = super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+                if response.status_code < 400:
+                    self._record(action, AuditOutcome.OK, self._audit_detail, request_id, kwargs)
+        except Exception as exc:  # a 500: recorded after the rollback, then raised as it was
+            self._record_safely(action, *outcome_of(exc), request_id, kwargs)
+            raise
+        if response.status_code >= 400:
+            outcome = _OUTCOME_OF_STATUS.get(response.status_code, AuditOutcome.REFUSED)
+            if response.status_code >= 500:
+                outcome = AuditOutcome.ERROR
+            self._record_safely(action, outcome, _reason(getattr(response, "data", None)), request_id, kwargs)
+        response["X-Request-Id"] = str(request_id)
+        return response
+
+    def _record(self, action: str, outcome: str, detail: str, request_id, kwargs: dict[str, Any]) -> None:
+        request = self.request  # type: ignore[attr-defined]
+        if self._audit_skip or not request.user.is_authenticated:
+            return  # nothing done, or no actor: a 401 is not an action anyone took
+        target = self._audit_target
+        if target is None:
+            # Never the object's tenant: a 404 must not file the attempt under someone else's tenant.
+            token_tenant = getattr(request.user, "tenant", None)
+            target = Target(
+                type=self.audit_target_type,
+                id=str(kwargs.get(self.audit_id_kwarg, "")),
+                tenant_id=token_tenant.pk if token_tenant is not None else None,
+            )
+        audit_record(
+            actor=api_actor(request),
+            action=action,
+            target=target,
+            outcome=outcome,
+            now=timezone.now(),
+            detail=detail,
+            request_id=request_id,
+        )
+
+    def _record_safely(self, action: str, outcome: str, detail: str, request_id, kwargs: dict[str, Any]) -> None:
+        """A failure's row must not turn the caller's 4xx into a 500 (the database may be the
+        reason the request failed)."""
+        try:
+            self._record(action, outcome, detail, request_id, kwargs)
+        except Exception:
+            logger.warning("audit row of a failed API request not written", exc_info=True)
+
+
+def _reason(data: Any) -> str:
+    if data is None:
+        return ""
+    if isinstance(data, dict) and set(data) == {"detail"}:
+        return str(data["detail"])
+    return "; ".join(error_lines(data))
