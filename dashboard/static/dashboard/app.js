@@ -46,11 +46,13 @@
     if (parent) parent.appendChild(node);
     return node;
   }
+  // The top of a chart's axis: an even number of steps (its midline is labelled too, and a
+  // count's midline of 2.5 or 0.5 would be shown rounded, twice the same number), at least 2.
   function niceMax(v) {
-    if (!v || v <= 0) return 1;
+    if (!v || v <= 2) return 2;
     var p = Math.pow(10, Math.floor(Math.log10(v)));
     var n = v / p;
-    return (n <= 1 ? 1 : n <= 2 ? 2 : n <= 5 ? 5 : 10) * p;
+    return (n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : n <= 6 ? 6 : n <= 8 ? 8 : 10) * p;
   }
   function fmtMs(v) {
     if (v == null) return "—";
