@@ -52,8 +52,8 @@ def breaches(rule: AlertRule, *, now: datetime) -> list[Breach]:
     subject, where = _subject(rule)
     if rule.kind == K.FAILURE_RATE:
         counts = executions.filter(
-            finished_at__gt=now - window, finished_at__lte=now, state__in=[S.SUCCEEDED, S.DEAD]
-        ).aggregate(finished=Count("id"), dead=Count("id", filter=Q(state=S.DEAD)))
+            finished_at__gt=now - window, finished_at__lte=now, state__in=[S.SUCCEEDED, S.DEAD, S.DISCARDED]
+        ).aggregate(finished=Count("id"), dead=Count("id", filter=Q(state__in=[S.DEAD, S.DISCARDED])))
         breach = evaluation.failure_rate(
             subject=subject,
             where=where,

@@ -32,6 +32,7 @@ ACTIONS = (
     "job.delete",
     "execution.cancel",
     "execution.retry",
+    "execution.discard",
     "execution.delete",
     "run.cancel",
     "pool.pause",

@@ -8,7 +8,7 @@ index bounds it.
 """
 
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,7 +16,8 @@ from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import TruncMinute
 
 from audit.models import ActorKind, AuditEntry
-from dashboard.queries import OverBudget, queries
+from dashboard.queries import queries
+from executions.last_runs import failing
 from executions.models import Execution, ExecutionEvent
 from executions.selectors import execution_list, job_resume_preview
 from executions.states import TERMINAL, ExecutionState
@@ -44,6 +45,7 @@ STATE_ORDER = [
     S.FAILED_WORKER_LOST,
     S.CANCELLED,
     S.DEAD,
+    S.DISCARDED,
 ]
 
 
@@ -241,6 +243,20 @@ class JobFilters:
     pool: str = ""
     handler: str = ""
     tenant: str = ""
+    failing: bool = False  # only jobs whose last run ended DEAD (executions.last_runs.failing)
+
+    @classmethod
+    def of(cls, query: Any) -> "JobFilters":
+        """The filters a request's query string names."""
+        return cls(
+            q=query.get("q", "").strip(),
+            state=query.get("state", ""),
+            type=query.get("type", ""),
+            pool=query.get("pool", ""),
+            handler=query.get("handler", ""),
+            tenant=query.get("tenant", ""),
+            failing=query.get("failing", "") in ("1", "true", "on"),
+        )
 
 
 def _last_run(scope: list[int] | None, value: str) -> Subquery:
@@ -271,6 +287,8 @@ def job_page(*, scope: list[int] | None, filters: JobFilters, page: int) -> tupl
         jobs = jobs.filter(pool=filters.pool)
     if filters.handler:
         jobs = jobs.filter(handler=filters.handler)
+    if filters.failing:
+        jobs = failing(jobs)
     jobs = jobs.annotate(
         last_run_id=_last_run(scope, "id"),
         last_run_state=_last_run(scope, "state"),
@@ -339,103 +357,7 @@ def job_executions_page(*, scope: list[int] | None, job: Job, page: int) -> tupl
 
 
 # --- Executions --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ExecutionFilters:
-    state: str = ""
-    pool: str = ""
-    tenant: str = ""
-    job: str = ""
-    since: datetime | None = None
-    until: datetime | None = None
-
-
-@dataclass
-class ExecutionPage:
-    rows: list[Execution]
-    has_next: bool
-    # The pool filter (no index covers it) was narrowed to the last day, or given up on, to
-    # keep within the page's time budget; the page says so.
-    narrowed_to: datetime | None = None
-    gave_up: bool = False
-
-
-# A filter no index covers (pool) may have to read far to fill a page; past this it is stopped.
-UNINDEXED_FILTER_BUDGET_MS = 80
-UNINDEXED_FILTER_WINDOW = timedelta(days=1)
-
-
-def execution_page(*, scope: list[int] | None, filters: ExecutionFilters, page: int, now: datetime) -> ExecutionPage:
-    """One page of executions, newest scheduled first. No COUNT(*).
-
-    There is no index on scheduled_for alone (every index costs the dispatcher and workers a
-    write on each transition), but there is (state, scheduled_for) and (tenant, state,
-    scheduled_for). So the page is the merge of one short ordered walk per state (and per
-    tenant, for a scoped caller): a UNION ALL of sub-queries that each stop after the rows
-    the page can need, sorted together, then the page's rows fetched by id. The cost follows
-    page size times the number of walks, not the size of the table.
-
-    A pool filter is checked row by row along those walks; a pool with few rows in a big state
-    could make a walk read it all. On PostgreSQL such a query runs under a statement timeout;
-    if it trips, the page is retried over the last day only, and failing that, given up.
-    """
-    if not filters.pool or not queries().bounds_statements:
-        rows, has_next = _execution_walk(scope=scope, filters=filters, page=page)
-        return ExecutionPage(rows=rows, has_next=has_next)
-    attempts = [filters]
-    if filters.since is None or filters.since < now - UNINDEXED_FILTER_WINDOW:
-        attempts.append(replace(filters, since=now - UNINDEXED_FILTER_WINDOW))
-    for attempt in attempts:
-        try:
-            with queries().statement_budget(UNINDEXED_FILTER_BUDGET_MS):
-                rows, has_next = _execution_walk(scope=scope, filters=attempt, page=page)
-        except OverBudget:
-            continue
-        narrowed = attempt.since if attempt is not filters else None
-        return ExecutionPage(rows=rows, has_next=has_next, narrowed_to=narrowed)
-    return ExecutionPage(rows=[], has_next=False, gave_up=True)
-
-
-def _execution_walk(*, scope: list[int] | None, filters: ExecutionFilters, page: int) -> tuple[list[Execution], bool]:
-    scope = narrow_scope(scope=scope, tenant_slug=filters.tenant)
-    executions = execution_list(scope=scope).order_by()
-    if filters.pool:
-        executions = executions.filter(pool=filters.pool)
-    if filters.since:
-        executions = executions.filter(scheduled_for__gte=filters.since)
-    if filters.until:
-        executions = executions.filter(scheduled_for__lt=filters.until)
-    start = (page - 1) * PAGE_SIZE
-    wanted = start + PAGE_SIZE + 1
-    if filters.job:
-        try:
-            job_id = uuid.UUID(filters.job)
-        except ValueError:
-            return [], False
-        ids = list(
-            executions.filter(job_id=job_id, **({"state": filters.state} if filters.state else {}))
-            .order_by("-scheduled_for", "-id")
-            .values_list("id", flat=True)[start:wanted]
-        )
-    else:
-        states = [filters.state] if filters.state else [s.value for s in STATE_ORDER]
-        tenants = [None] if scope is None else scope
-        if not tenants:
-            return [], False
-        walks = [
-            executions.filter(state=state, **({"tenant_id": tenant} if tenant is not None else {}))
-            .order_by("-scheduled_for", "-id")
-            .values_list("scheduled_for", "id")
-            for state in states
-            for tenant in tenants
-        ]
-        everything = executions.filter(state__in=states, **({"tenant_id__in": tenants} if scope is not None else {}))
-        rows = queries().newest_first(walks, everything.values_list("scheduled_for", "id"), start, wanted)
-        ids = [row[1] for row in rows]
-    found = execution_list(scope=scope).select_related("job", "tenant").in_bulk(ids)
-    ordered = [found[i] for i in ids if i in found]
-    return ordered[:PAGE_SIZE], len(ordered) > PAGE_SIZE
+# The executions page's list: dashboard/executions_page.py.
 
 
 def execution_events_of(*, execution: Execution) -> list[ExecutionEvent]:

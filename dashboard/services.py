@@ -184,10 +184,13 @@ class BulkResult:
     refused: list[tuple[Execution, str]]
 
 
-def executions_retry_audited(*, actor: Actor, executions: list[Execution], now: datetime) -> BulkResult:
+def executions_retry_audited(
+    *, actor: Actor, executions: list[Execution], now: datetime, request_id: uuid.UUID | None = None
+) -> BulkResult:
     """Re-drive several executions, each in its own transaction with its own audit row (sharing
-    one request id): one that cannot be re-driven does not hold back the others."""
-    request_id = uuid.uuid4()
+    one request id, a new one unless given): one that cannot be re-driven does not hold back the
+    others."""
+    request_id = request_id or uuid.uuid4()
     result = BulkResult(done=[], refused=[])
     for execution in executions:
         try:

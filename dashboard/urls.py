@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard import alert_views, log_views, run_views, upcoming_views, views, worker_views
+from dashboard import alert_views, log_views, run_views, triage_views, upcoming_views, views, worker_views
 
 app_name = "dashboard"
 
@@ -26,4 +26,11 @@ urlpatterns = [
     path("workers/", worker_views.workers_page, name="workers"),
     path("workers/table", worker_views.workers_table, name="workers-table"),
     path("pools/<str:pool>/<str:action>", worker_views.pool_action, name="pool-action"),
+    path("dead-letter/", triage_views.dead_letter_page, name="dead-letter"),
+    path("dead-letter/<str:fingerprint>/", triage_views.dead_letter_group_page, name="dead-letter-group"),
+    path(
+        "dead-letter/<str:fingerprint>/<str:action>",
+        triage_views.dead_letter_group_action,
+        name="dead-letter-group-action",
+    ),
 ]

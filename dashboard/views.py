@@ -21,7 +21,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from audit.models import ACTIONS, ActorKind
-from dashboard import fleet, forms, job_changes, logs, runs, selectors, services
+from dashboard import executions_page, fleet, forms, job_changes, logs, runs, selectors, services
 from dashboard.banner import banner_context
 from dashboard.models import AuditOutcome
 from dashboard.services import ActionRefused, Actor, Target
@@ -140,11 +140,15 @@ def _querystring(request: ScopedRequest, **changes) -> str:
     return query.urlencode()
 
 
-def _pager(request: ScopedRequest, page: int, has_next: bool, key: str = "page") -> dict:
+def _pager(request: ScopedRequest, page: int, has_next: bool, key: str = "page", after: str | None = None) -> dict:
+    # With a cursor (executions_page.activity_cursor) the next page starts after the last row shown.
+    keyset = after is not None or "after" in request.GET
     return {
         "page": page,
-        "prev_qs": _querystring(request, **{key: str(page - 1)}) if page > 1 else None,
-        "next_qs": _querystring(request, **{key: str(page + 1)}) if has_next else None,
+        "prev_qs": _querystring(request, after=None, **{key: None if keyset else str(page - 1)}) if page > 1 else None,
+        "next_qs": _querystring(request, **({"after": after} if after else {}), **{key: str(page + 1)})
+        if has_next
+        else None,
     }
 
 
@@ -204,14 +208,7 @@ def _job_or_404(request: ScopedRequest, job_id):
 @operator_view
 def job_list(request: ScopedRequest) -> HttpResponse:
     now = timezone.now()
-    filters = selectors.JobFilters(
-        q=request.GET.get("q", "").strip(),
-        state=request.GET.get("state", ""),
-        type=request.GET.get("type", ""),
-        pool=request.GET.get("pool", ""),
-        handler=request.GET.get("handler", ""),
-        tenant=request.GET.get("tenant", ""),
-    )
+    filters = selectors.JobFilters.of(request.GET)
     page = _page_number(request)
     jobs, has_next = selectors.job_page(scope=request.tenant_scope, filters=filters, page=page)
     rows = [(job, selectors.next_fires(job=job, now=now, count=2)) for job in jobs]
@@ -449,15 +446,17 @@ def jobs_bulk_action(request: ScopedRequest) -> HttpResponse:
 # --- Executions ----------------------------------------------------------------------------------
 
 
-def _execution_filters(request: ScopedRequest) -> selectors.ExecutionFilters:
+def _execution_filters(request: ScopedRequest) -> executions_page.ExecutionFilters:
     state = request.GET.get("state", "")
-    return selectors.ExecutionFilters(
+    return executions_page.ExecutionFilters(
         state=state if state in S.values else "",
         pool=request.GET.get("pool", ""),
         tenant=request.GET.get("tenant", ""),
         job=request.GET.get("job", ""),
         since=_parse_when(request.GET.get("since", "")),
         until=_parse_when(request.GET.get("until", "")),
+        q=request.GET.get("q", "").strip()[:200],
+        after=executions_page.parse_cursor(request.GET.get("after", "")),
     )
 
 
@@ -466,7 +465,7 @@ def _execution_filters(request: ScopedRequest) -> selectors.ExecutionFilters:
 def execution_list_view(request: ScopedRequest) -> HttpResponse:
     filters = _execution_filters(request)
     page = _page_number(request)
-    result = selectors.execution_page(scope=request.tenant_scope, filters=filters, page=page, now=timezone.now())
+    result = executions_page.execution_page(scope=request.tenant_scope, filters=filters, page=page, now=timezone.now())
     _with_pending_reasons(result.rows)
     dead_letter = filters.state == S.DEAD
     return _page(
@@ -482,7 +481,7 @@ def execution_list_view(request: ScopedRequest) -> HttpResponse:
             "raw": {name: request.GET.get(name, "") for name in ("since", "until")},
             "states": [s.value for s in selectors.STATE_ORDER],
             "pools": registry.pools(),
-            "pager": _pager(request, page, result.has_next),
+            "pager": _pager(request, page, result.has_next, after=result.next_after),
             "cancellable": CANCELLABLE,
             "redrivable": REDRIVABLE,
             "here": request.get_full_path(),

@@ -83,6 +83,9 @@ class Execution(models.Model):
     worker_id = models.CharField(max_length=200, blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
+    # The error's kind (executions/fingerprints.py), written by the transition that records the
+    # error, in the same statement: the dead letter groups by it through execution_dead_letter.
+    error_fingerprint = models.CharField(max_length=16, blank=True, default="", db_default="")
     traceback = models.TextField(blank=True)
     checkpoint = models.JSONField(null=True, blank=True)
     # The W3C trace context the execution was made in, when tracing is on (executions/tracing.py):
@@ -136,6 +139,13 @@ class Execution(models.Model):
             # The dashboard's last-hour charts read a bounded range of it. Partial, so a row enters
             # it once it has finished (one index write per run, not one per transition).
             models.Index(fields=["finished_at"], condition=Q(finished_at__isnull=False), name="execution_finished"),
+            # The dead letter by error group: a GROUP BY of the DEAD rows' index entries only,
+            # and a group's newest rows in order.
+            models.Index(
+                fields=["error_fingerprint", "-finished_at"], condition=Q(state="DEAD"), name="execution_dead_letter"
+            ),
+            # The executions page, newest activity first: one short walk per state, merged.
+            models.Index(fields=["state", "-updated_at"], name="execution_activity"),
         ]
 
     def __str__(self) -> str:

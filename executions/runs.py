@@ -195,16 +195,6 @@ def runs_prune(*, before: datetime, limit: int) -> int:
 # --- what a run is, as the API shows it -------------------------------------------------------------
 
 
-def last_run_state(job: Job) -> str | None:
-    """The state of the job's newest run: a workflow job's newest Run, a plain job's newest
-    execution (its run). None before the first."""
-    if job.workflow:
-        run = Run.objects.filter(job=job).order_by("-created_at").first()
-        return run_state(run.executions.values_list("state", flat=True)) if run else None
-    newest = Execution.objects.filter(job=job).order_by("-scheduled_for", "-created_at").first()
-    return run_state([newest.state]) if newest else None
-
-
 def run_list(*, scope: list[int] | None) -> QuerySet[Run]:
     """The runs a scope may see (None: every tenant's)."""
     found = Run.objects.all()
@@ -217,11 +207,11 @@ RUN_STATES = ("RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
 
 def run_state(states: Iterable[str]) -> str:
     """A run's state from its steps' states: RUNNING while any can still run; else FAILED if a
-    step ended DEAD, CANCELLED if one was cancelled, SUCCEEDED when all succeeded."""
+    step ended DEAD (or was discarded since), CANCELLED if one was cancelled, SUCCEEDED when all succeeded."""
     states = list(states)
     if any(state not in TERMINAL for state in states):
         return "RUNNING"
-    if S.DEAD in states:
+    if S.DEAD in states or S.DISCARDED in states:
         return "FAILED"
     if S.CANCELLED in states:
         return "CANCELLED"

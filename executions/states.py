@@ -18,6 +18,10 @@ TIMED_OUT           ran past the job's timeout. Transient like FAILED.
 FAILED_WORKER_LOST  the lease expired with no outcome (the worker died or froze). Transient.
 CANCELLED           terminal: cancelled before it ran, or stopped while running.
 DEAD                terminal: attempts exhausted. The dead-letter view lists these.
+DISCARDED           terminal: a DEAD execution an operator discarded from the dead letter
+                    (`discard_dead_many`, one error group at a time): it stays in the history,
+                    counted as the DEAD it was (its fold, executions/tallies.py), and is never
+                    re-driven.
 
 DEAD, CANCELLED and FAILED go back to PENDING only by an explicit re-drive ("retry"); a CANCELLED
 step goes back to BLOCKED only when the re-drive of its upstream step re-opens its run. RUNNING goes
@@ -43,6 +47,7 @@ class ExecutionState(models.TextChoices):
     FAILED_WORKER_LOST = "FAILED_WORKER_LOST"
     CANCELLED = "CANCELLED"
     DEAD = "DEAD"
+    DISCARDED = "DISCARDED"
 
 
 S = ExecutionState
@@ -54,11 +59,12 @@ TRANSITIONS: dict[ExecutionState, frozenset[ExecutionState]] = {
     S.FAILED: frozenset({S.PENDING, S.DEAD}),
     S.TIMED_OUT: frozenset({S.PENDING, S.DEAD}),
     S.FAILED_WORKER_LOST: frozenset({S.PENDING, S.DEAD}),
-    S.DEAD: frozenset({S.PENDING}),
+    S.DEAD: frozenset({S.PENDING, S.DISCARDED}),
     S.CANCELLED: frozenset({S.PENDING, S.BLOCKED}),
     S.SUCCEEDED: frozenset(),
+    S.DISCARDED: frozenset(),
 }
-TERMINAL = frozenset({S.SUCCEEDED, S.CANCELLED, S.DEAD})
+TERMINAL = frozenset({S.SUCCEEDED, S.CANCELLED, S.DEAD, S.DISCARDED})
 # Failure states that the retry policy resolves within the same transaction that entered them.
 RETRYABLE = frozenset({S.FAILED, S.TIMED_OUT, S.FAILED_WORKER_LOST})
 ACTIVE = frozenset({S.QUEUED, S.RUNNING})

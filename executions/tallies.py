@@ -8,6 +8,8 @@ tally into the totals in the same transaction (`folding`), so the counter stays 
 - the sweeper's pruning of finished executions (transitions.prune_many);
 - a re-drive (transitions.redrive) and the re-opening of a run's cancelled steps (steps.reblock):
   a finished row becomes unfinished, and the end it had still counts;
+- a discard from the dead letter (transitions.discard_dead_many): the DEAD end keeps counting as
+  DEAD, never as a second, DISCARDED end;
 - a job update that moves its pending runs to another pool (scheduling.job_update): their earlier
   retries go with them, so the old pool's totals keep them and the new pool's give them back;
 - deleting jobs, executions or tenants in the admin (web/admin.py), whose cascade takes executions.
@@ -16,7 +18,7 @@ with no execution left, and a job update drops only a run that has not begun (fi
 none finished). None of this is on the hot path: claim, start and finish write nothing here.
 
 What is counted:
-- finished: executions in a terminal state (SUCCEEDED, DEAD, CANCELLED), by pool, tenant and that
+- finished: executions in a terminal state (SUCCEEDED, DEAD, CANCELLED, DISCARDED), by pool, tenant and that
   state. A re-driven execution that ends again counts again: the counter counts ends, not rows.
 - retries: attempts beyond the first (`attempt - 1`), by pool. A re-drive's attempt is an
   operator's, not the retry policy's: its fold takes it off, so this counts automatic retries.

@@ -24,6 +24,7 @@ from django.db.models import F
 
 from executions import observers, steps, tallies, tracing
 from executions.admission import Admission, LimitOf, choose
+from executions.fingerprints import fingerprint
 from executions.models import Execution, Origin
 from executions.moves import FRESH_ATTEMPT, accepts, move_one, moves
 from executions.moves import NAMED as NAMED  # the table of named transitions, for its test
@@ -299,6 +300,7 @@ def _fail(target: ExecutionState, execution_id: Any, lease_token: int, now: date
         message=error[:500],
         finished_at=now,
         error=error,
+        error_fingerprint=fingerprint(error),
         traceback=storable_text(trace),
     )
 
@@ -429,11 +431,28 @@ def redrive(*, execution_id: Any, source: ExecutionState, now: datetime, reason:
             attempt=F("attempt") + 1,
             available_at=now,
             error="",
+            error_fingerprint="",
             traceback="",
             **FRESH_ATTEMPT,
         )
     if moved:
         store().notify_due(now)
+    return moved
+
+
+@moves([S.DEAD], S.DISCARDED)
+def discard_dead_many(execution_ids: Sequence[Any], *, now: datetime, reason: str) -> list[Moved]:
+    """DEAD → DISCARDED for those of `execution_ids` still DEAD, in one statement: they leave the
+    dead letter for good. The metrics keep counting each as the DEAD end it had (its tally is
+    folded), so discarding changes no counter."""
+    if not execution_ids:
+        return []
+    where, params = store().id_in(execution_ids)
+    with tallies.folding(Execution.objects.filter(pk__in=execution_ids, state=S.DEAD)):
+        moved, changes = store().move_set(
+            source=S.DEAD, target=S.DISCARDED, now=now, where=where, params=params, message=storable_text(reason)
+        )
+    observers.announce(changes)
     return moved
 
 
@@ -470,8 +489,8 @@ def rescue_many(*, now: datetime, limit: int) -> list[Moved]:
         params=[now],
         now=now,
         limit=limit,
-        assignments="finished_at = %s, error = %s",
-        assignment_params=[now, message],
+        assignments="finished_at = %s, error = %s, error_fingerprint = %s",
+        assignment_params=[now, message, fingerprint(message)],
         message=message,
     )
 
@@ -488,8 +507,8 @@ def time_out_many(*, now: datetime, before: datetime, limit: int) -> list[Moved]
         params=[before],
         now=now,
         limit=limit,
-        assignments="finished_at = %s, error = %s",
-        assignment_params=[now, message],
+        assignments="finished_at = %s, error = %s, error_fingerprint = %s",
+        assignment_params=[now, message, fingerprint(message)],
         message=message,
     )
 

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from dashboard.views import static_asset
 from web.api.alerts import AlertDetailApi, AlertListApi, AlertRuleDetailApi, AlertRuleListCreateApi
+from web.api.dead_letter import DeadLetterGroupDiscardApi, DeadLetterGroupRetryApi, DeadLetterGroupsApi
 from web.api.events import EventDetailApi, EventListCreateApi
 from web.api.execution_logs import ExecutionLogsApi
 from web.api.executions import ExecutionCancelApi, ExecutionDetailApi, ExecutionListApi, ExecutionRetryApi
@@ -57,6 +58,15 @@ api = [
     path("alerts/rules", AlertRuleListCreateApi.as_view(), name="alert-rule-list"),  # before alerts/<alert_id>
     path("alerts/rules/<str:rule_id>", AlertRuleDetailApi.as_view(), name="alert-rule-detail"),
     path("alerts/<str:alert_id>", AlertDetailApi.as_view(), name="alert-detail"),
+    path("dead-letter/groups", DeadLetterGroupsApi.as_view(), name="dead-letter-groups"),
+    path(
+        "dead-letter/groups/<str:fingerprint>/retry", DeadLetterGroupRetryApi.as_view(), name="dead-letter-group-retry"
+    ),
+    path(
+        "dead-letter/groups/<str:fingerprint>/discard",
+        DeadLetterGroupDiscardApi.as_view(),
+        name="dead-letter-group-discard",
+    ),
     path("schema", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
     # Split: Swagger UI's start-up script is a file of its own, which the Content-Security-Policy allows.
     path("docs", SpectacularSwaggerSplitView.as_view(url_name="schema", permission_classes=[]), name="docs"),

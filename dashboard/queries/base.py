@@ -48,10 +48,18 @@ class Queries:
         """Run the reads inside within `milliseconds` each, raising OverBudget past it."""
         yield
 
-    def newest_first(self, walks: list[QuerySet], everything: QuerySet, start: int, stop: int) -> list[tuple]:
-        """Rows start..stop of the merge of ordered walks (each ordered by -scheduled_for, -id).
+    def newest_first(
+        self,
+        walks: list[QuerySet],
+        everything: QuerySet,
+        start: int,
+        stop: int,
+        order: tuple[str, ...] = ("-scheduled_for", "-id"),
+    ) -> list[tuple]:
+        """Rows start..stop of the merge of ordered walks (each ordered by `order`,
+        as `everything`'s values are: the order's fields, newest first).
         SQLite cannot slice the parts of a UNION, so it walks `everything` (the walks' rows as
         one queryset) in that order instead."""
         if len(walks) == 1:
             return list(walks[0][start:stop])
-        return list(everything.order_by("-scheduled_for", "-id")[start:stop])
+        return list(everything.order_by(*order)[start:stop])

@@ -65,9 +65,16 @@ class PostgresQueries(Queries):
         except OperationalError as exc:  # QueryCanceled: over budget
             raise OverBudget from exc
 
-    def newest_first(self, walks: list[QuerySet], everything: QuerySet, start: int, stop: int) -> list[tuple]:
+    def newest_first(
+        self,
+        walks: list[QuerySet],
+        everything: QuerySet,
+        start: int,
+        stop: int,
+        order: tuple[str, ...] = ("-scheduled_for", "-id"),
+    ) -> list[tuple]:
         """Each walk stops after `stop` rows of its index; the union of those is sorted."""
         if len(walks) == 1:
             return list(walks[0][start:stop])
         merged = walks[0][:stop].union(*(walk[:stop] for walk in walks[1:]), all=True)
-        return list(merged.order_by("-scheduled_for", "-id")[start:stop])
+        return list(merged.order_by(*order)[start:stop])

@@ -8,6 +8,8 @@ from typing import Any
 from django import template
 from django.utils.html import format_html
 
+from executions.last_runs import last_run as read_last_run
+
 register = template.Library()
 
 _EXECUTION_TONE = {
@@ -21,6 +23,7 @@ _EXECUTION_TONE = {
     "FAILED_WORKER_LOST": "amber",
     "CANCELLED": "muted",
     "DEAD": "red",
+    "DISCARDED": "muted",
 }
 # Shorter words where the full name would not fit a badge.
 _LABELS = {"FAILED_WORKER_LOST": "WORKER LOST"}
@@ -67,9 +70,29 @@ def run_badge(state: str) -> str:
     )
 
 
+# The last run's states that make a finished one-off read as failed rather than completed: an
+# execution's (DEAD) or a run's (FAILED, executions.runs.run_state).
+_FAILED_RUN = frozenset({"DEAD", "DISCARDED", "FAILED"})
+
+
 @register.simple_tag
-def job_badge(state: str) -> str:
-    return format_html('<span class="badge tone-{}">{}</span>', _JOB_TONE.get(str(state), "neutral"), state)
+def job_badge(state: str, last_run_state: str = "") -> str:
+    """A job's state; a COMPLETED one-off whose run failed reads FAILED, so a failure is not
+    mistaken for a success."""
+    if str(state) == "COMPLETED" and str(last_run_state or "") in _FAILED_RUN:
+        return format_html(
+            '<span class="badge tone-red" data-job-state="FAILED" title="{}">FAILED</span>',
+            f"{state}: its last run failed",
+        )
+    return format_html(
+        '<span class="badge tone-{}" data-job-state="{}">{}</span>', _JOB_TONE.get(str(state), "neutral"), state, state
+    )
+
+
+@register.filter
+def last_run(job: Any) -> Any:
+    """The job's last run (executions.last_runs): its state in run terms and when it moved."""
+    return read_last_run(job)
 
 
 @register.simple_tag

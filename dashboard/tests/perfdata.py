@@ -1,8 +1,8 @@
 """A synthetic history for performance tests: N executions of M jobs across tenants, inserted
 with INSERT … SELECT generate_series (PostgreSQL), shaped like a busy install:
 
-- 96% SUCCEEDED, 2% DEAD, 1% CANCELLED, and live work: 0.5% PENDING (half of it due), 0.2%
-  QUEUED, 0.1% RUNNING; one event per execution;
+- 96% SUCCEEDED, 2% DEAD (three kinds of error, fingerprinted), 1% CANCELLED, and live work:
+  0.5% PENDING (half of it due), 0.2% QUEUED, 0.1% RUNNING; one event per execution;
 - the newest 20,000 runs fall in the last hour (the overview's charts read those), the rest
   spread back over about a month;
 - every tenth job a CRON job, 10% of runs in pool "billing".
@@ -13,6 +13,8 @@ Used by dashboard/tests/test_performance.py.
 from datetime import datetime
 
 from django.db import connection
+
+from executions.fingerprints import fingerprint
 
 # Executions per job are about total / jobs; ids are md5-derived so rows can name their job
 # without a join.
@@ -48,7 +50,7 @@ INSERT INTO executions_execution (
     id, job_id, tenant_id, pool, priority, origin, attempt, state, scheduled_for, available_at,
     lease_token, lease_expires_at, timeout_at, republish_at, publish_count, queued_at, started_at,
     heartbeat_at, finished_at, cancel_requested_at, worker_id, result, error, traceback,
-    checkpoint, step, created_at, updated_at)
+    checkpoint, step, created_at, updated_at, error_fingerprint)
 SELECT
     md5('execution' || i)::uuid,
     md5('job' || (1 + i %% %(jobs)s))::uuid,
@@ -70,10 +72,14 @@ SELECT
     CASE WHEN s.state = 'CANCELLED' THEN t.at + t.lag END,
     CASE WHEN s.state NOT IN ('PENDING', 'QUEUED') THEN 'worker-' || (i %% 8) || ':' || (1000 + i %% 8) ELSE '' END,
     CASE WHEN s.state = 'SUCCEEDED' THEN '{"ok": true}'::jsonb END,
-    CASE WHEN s.state = 'DEAD' THEN 'HandlerFailure: upstream answered 503' ELSE '' END,
+    CASE WHEN s.state <> 'DEAD' THEN ''
+         WHEN i %% 3 = 0 THEN 'HandlerFailure: upstream answered 503 for order ' || i
+         WHEN i %% 3 = 1 THEN 'KeyError: ' || quote_literal('customer-' || i)
+         ELSE 'TimeoutError: timed out after 30 s' END,
     CASE WHEN s.state = 'DEAD' THEN 'Traceback (most recent call last): ...' ELSE '' END,
     NULL, '',
-    t.at, t.at
+    t.at, t.at,
+    CASE WHEN s.state <> 'DEAD' THEN '' ELSE (%(dead_fingerprints)s::text[])[1 + i %% 3] END
 FROM generate_series(1, %(executions)s) AS i
 CROSS JOIN LATERAL (
     SELECT CASE
@@ -114,7 +120,18 @@ def insert_history(*, tenant_ids: list[int], now: datetime, jobs: int = 10_000, 
     minutes; so, as a restore does, the secondary indexes are dropped, the rows loaded, and the
     indexes built again from their own definitions (the same indexes, built in one sorted pass).
     """
-    params = {"tenants": tenant_ids, "now": now, "jobs": jobs, "executions": executions}
+    params = {
+        "tenants": tenant_ids,
+        "now": now,
+        "jobs": jobs,
+        "executions": executions,
+        # The DEAD rows' three kinds of error (as _EXECUTIONS_SQL writes them), fingerprinted.
+        "dead_fingerprints": [
+            fingerprint("HandlerFailure: upstream answered 503 for order 3"),
+            fingerprint("KeyError: 'customer-1'"),
+            fingerprint("TimeoutError: timed out after 30 s"),
+        ],
+    }
     tables = ["jobs_job", "executions_execution", "executions_executionevent"]
     with connection.cursor() as cursor:
         cursor.execute("SET synchronous_commit = off")

@@ -197,6 +197,7 @@ def test_every_dashboard_page_at_1280_and_390_without_errors_or_sideways_scrolli
     objects = {"job_id": str(cron.pk), "execution_id": str(dead.pk), "run_id": str(run_id), "number": "1"}
     objects["action"] = "pause"
     objects["pool"] = "default"
+    objects["fingerprint"] = dead.error_fingerprint  # the dead letter's error group
     paths = _page_paths(objects)
 
     shot, not_pages = [], []

@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
+from dashboard import executions_page as pages
 from dashboard import selectors
 from executions.models import Execution
 
@@ -28,43 +29,82 @@ def _mixed(tenant, other_tenant, make_job, drive) -> list[Execution]:
 @pytest.mark.parametrize("scope_name", ["staff", "member"])
 def test_the_merged_walk_pages_like_a_plain_order_by(tenant, other_tenant, make_job, drive, monkeypatch, scope_name):
     """Merging one ordered walk per state (and tenant) gives the same pages as ORDER BY
-    scheduled_for DESC over the scope, every row exactly once."""
-    monkeypatch.setattr(selectors, "PAGE_SIZE", 5)
+    updated_at DESC (latest activity first) over the scope, every row exactly once, whether
+    paged by number or by cursor."""
+    monkeypatch.setattr(pages, "PAGE_SIZE", 5)
     _mixed(tenant, other_tenant, make_job, drive)
     scope = None if scope_name == "staff" else [tenant.pk]
     expected = list(
         Execution.objects.filter(**({} if scope is None else {"tenant_id__in": scope}))
-        .order_by("-scheduled_for", "-id")
+        .order_by("-updated_at", "-id")
         .values_list("id", flat=True)
     )
 
     seen, page, has_next = [], 1, True
     while has_next:
-        result = selectors.execution_page(scope=scope, filters=selectors.ExecutionFilters(), page=page, now=NOW())
+        result = pages.execution_page(scope=scope, filters=pages.ExecutionFilters(), page=page, now=NOW())
         seen += [row.pk for row in result.rows]
         has_next = result.has_next
         page += 1
-
     assert seen == expected
+
+    by_cursor, after = [], None
+    while True:
+        filters = pages.ExecutionFilters(after=pages.parse_cursor(after) if after else None)
+        result = pages.execution_page(scope=scope, filters=filters, page=1, now=NOW())
+        by_cursor += [row.pk for row in result.rows]
+        if not result.next_after:
+            break
+        after = result.next_after
+    assert by_cursor == expected
+
+
+def test_cursor_pages_stay_correct_while_rows_change(tenant, other_tenant, make_job, drive, monkeypatch):
+    """A row that moves (new activity) between two pages is not shown twice, and no row that
+    stayed is skipped: the next page starts after the last row shown, not at an offset."""
+    monkeypatch.setattr(pages, "PAGE_SIZE", 4)
+    _mixed(tenant, other_tenant, make_job, drive)
+    first = pages.execution_page(scope=None, filters=pages.ExecutionFilters(), page=1, now=NOW())
+    stayed = list(Execution.objects.order_by("-updated_at", "-id").values_list("id", flat=True)[len(first.rows) :])
+    # The newest row shown moves on (new activity), and an older one not yet shown too.
+    Execution.objects.filter(pk__in=[first.rows[0].pk, stayed[-1]]).update(
+        updated_at=timezone.now() + timedelta(hours=1)
+    )
+    stayed.remove(stayed[-1])
+
+    seen, after = [], first.next_after
+    while after:
+        result = pages.execution_page(
+            scope=None,
+            filters=pages.ExecutionFilters(after=pages.parse_cursor(after)),
+            page=2,
+            now=NOW(),
+        )
+        seen += [row.pk for row in result.rows]
+        after = result.next_after
+    assert seen == stayed
 
 
 def test_the_walk_applies_state_pool_and_time_filters(tenant, other_tenant, make_job, drive):
     made = _mixed(tenant, other_tenant, make_job, drive)
     dead = {e.pk for e in made if e.state == "DEAD"}
-    rows = selectors.execution_page(
-        scope=None, filters=selectors.ExecutionFilters(state="DEAD"), page=1, now=NOW()
-    ).rows
+    rows = pages.execution_page(scope=None, filters=pages.ExecutionFilters(state="DEAD"), page=1, now=NOW()).rows
     assert {r.pk for r in rows} == dead
-    none = selectors.execution_page(scope=None, filters=selectors.ExecutionFilters(pool="elsewhere"), page=1, now=NOW())
+    none = pages.execution_page(scope=None, filters=pages.ExecutionFilters(pool="elsewhere"), page=1, now=NOW())
     assert none.rows == [] and not none.gave_up
-    later = timezone.now() + timedelta(minutes=5)
-    rows = selectors.execution_page(scope=None, filters=selectors.ExecutionFilters(since=later), page=1, now=NOW()).rows
-    assert rows and all(r.scheduled_for >= later for r in rows)
+    # The time range is the latest activity's.
+    quiet = [e.pk for e in made[:3]]
+    Execution.objects.filter(pk__in=quiet).update(updated_at=timezone.now() - timedelta(hours=2))
+    since = timezone.now() - timedelta(hours=1)
+    rows = pages.execution_page(scope=None, filters=pages.ExecutionFilters(since=since), page=1, now=NOW()).rows
+    assert {r.pk for r in rows} == {e.pk for e in made} - set(quiet)
+    until = pages.ExecutionFilters(until=since)
+    assert {r.pk for r in pages.execution_page(scope=None, filters=until, page=1, now=NOW()).rows} == set(quiet)
 
 
 def test_a_scope_with_no_tenants_sees_nothing(tenant, make_job):
     make_job(tenant)
-    empty = selectors.execution_page(scope=[], filters=selectors.ExecutionFilters(), page=1, now=NOW())
+    empty = pages.execution_page(scope=[], filters=pages.ExecutionFilters(), page=1, now=NOW())
     assert (empty.rows, empty.has_next) == ([], False)
     assert [c.count for c in selectors.execution_state_counts(scope=[])] == [0] * len(selectors.STATE_ORDER)
 
@@ -169,7 +209,7 @@ def test_a_pool_filter_over_budget_is_narrowed_to_the_last_day(tenant, make_job,
         pytest.skip("the statement timeout is PostgreSQL's; SQLite walks without one")
 
     make_job(tenant)
-    real = selectors._execution_walk
+    real = pages._execution_walk
     calls = []
 
     def slow_first(**kwargs):
@@ -178,12 +218,12 @@ def test_a_pool_filter_over_budget_is_narrowed_to_the_last_day(tenant, make_job,
             raise OperationalError("canceling statement due to statement timeout")
         return real(**kwargs)
 
-    monkeypatch.setattr(selectors, "_execution_walk", slow_first)
+    monkeypatch.setattr(pages, "_execution_walk", slow_first)
     now = timezone.now()
-    result = selectors.execution_page(scope=None, filters=selectors.ExecutionFilters(pool="default"), page=1, now=now)
+    result = pages.execution_page(scope=None, filters=pages.ExecutionFilters(pool="default"), page=1, now=now)
     assert calls == [None, now - timedelta(days=1)]
     assert result.narrowed_to == now - timedelta(days=1) and len(result.rows) == 1
 
-    monkeypatch.setattr(selectors, "_execution_walk", lambda **kw: (_ for _ in ()).throw(OperationalError("timeout")))
-    result = selectors.execution_page(scope=None, filters=selectors.ExecutionFilters(pool="default"), page=1, now=now)
+    monkeypatch.setattr(pages, "_execution_walk", lambda **kw: (_ for _ in ()).throw(OperationalError("timeout")))
+    result = pages.execution_page(scope=None, filters=pages.ExecutionFilters(pool="default"), page=1, now=now)
     assert result.gave_up and result.rows == []

@@ -66,6 +66,11 @@ def _dead(execution, now):
     assert transitions.discard(execution_id=execution.pk, source=S.FAILED, now=now, message="exhausted")
 
 
+def _discarded(execution, now):
+    _dead(execution, now)
+    assert _moved_one(transitions.discard_dead_many([execution.pk], now=now, reason="discarded"), execution)
+
+
 def _succeeded(execution, now):
     _running(execution, now)
     assert transitions.succeed(execution_id=execution.pk, lease_token=_token(execution), now=now, result=None)
@@ -91,6 +96,7 @@ PUT_IN = {
     S.FAILED_WORKER_LOST: _failed_as(S.FAILED_WORKER_LOST),
     S.CANCELLED: _cancelled,
     S.DEAD: _dead,
+    S.DISCARDED: _discarded,
 }
 
 
@@ -138,6 +144,9 @@ def _apply(name: str, execution, now) -> bool:
         ),
         "discard": lambda: transitions.discard(execution_id=execution.pk, source=state, now=now, message="dead"),
         "cancel": lambda: transitions.cancel(execution_id=execution.pk, now=now, reason="cancelled"),
+        "discard_dead_many": lambda: _moved_one(
+            transitions.discard_dead_many([execution.pk], now=now, reason="discarded"), execution
+        ),
         "redrive": lambda: transitions.redrive(execution_id=execution.pk, source=state, now=now, reason="again"),
         "rescue_many": lambda: _moved_one(transitions.rescue_many(now=later, limit=10), execution),
         "time_out_many": lambda: _moved_one(

@@ -1,5 +1,6 @@
 import django_filters
 
+from executions.last_runs import failing
 from jobs.models import Job, JobType
 from jobs.states import JobState
 
@@ -8,6 +9,10 @@ def invalid_choice_message(choices) -> dict[str, str]:
     """A filter's error for an unknown value, listing the valid ones."""
     valid = ", ".join(value for value, _ in choices)
     return {"invalid_choice": f'"%(value)s" is not a valid choice; valid: {valid}'}
+
+
+# A yes/no filter: these two words, anything else refused (not read as "no filter").
+_BOOLEAN = [("true", "true"), ("false", "false")]
 
 
 class JobFilter(django_filters.FilterSet):
@@ -21,7 +26,16 @@ class JobFilter(django_filters.FilterSet):
     handler = django_filters.CharFilter(field_name="handler")
     name = django_filters.CharFilter(field_name="name", lookup_expr="icontains")
     tenant = django_filters.CharFilter(field_name="tenant__slug")
+    failing = django_filters.ChoiceFilter(
+        choices=_BOOLEAN,
+        method="filter_failing",
+        error_messages=invalid_choice_message(_BOOLEAN),
+        help_text="true: only the jobs whose last run ended FAILED (lastRunState FAILED); false: all the others.",
+    )
 
     class Meta:
         model = Job
         fields: list[str] = []
+
+    def filter_failing(self, queryset, name, value):
+        return failing(queryset, failed=value == "true")

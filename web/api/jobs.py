@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from executions.clock import db_now
+from executions.last_runs import attach_last_runs
 from executions.models import Execution
 from executions.scheduling import (
     MAX_BULK_JOBS,
@@ -77,6 +78,11 @@ class JobListCreateApi(AuditedApi, generics.ListAPIView):
 
     def get_queryset(self):
         return job_list(scope=scope_of(user=self.request.user))
+
+    def paginate_queryset(self, queryset):
+        # Each job's last run for the whole page at once, not a query per job.
+        page = super().paginate_queryset(queryset)
+        return attach_last_runs(list(page)) if page is not None else None
 
     @extend_schema(
         request=JobInputSerializer,
@@ -180,7 +186,7 @@ class JobBulkCreateApi(AuditedApi, APIView):
         )
         represent = representer(JobOutputSerializer())
         return Response(
-            {"jobs": [represent(job) for job in result.jobs]},
+            {"jobs": [represent(job) for job in attach_last_runs(list(result.jobs))]},
             status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
         )
 

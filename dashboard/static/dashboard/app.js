@@ -15,7 +15,8 @@
   var SVG = "http://www.w3.org/2000/svg";
   var TONES = {
     BLOCKED: "neutral", PENDING: "neutral", QUEUED: "indigo", RUNNING: "blue", SUCCEEDED: "green", FAILED: "amber",
-    TIMED_OUT: "amber", FAILED_WORKER_LOST: "amber", CANCELLED: "muted", DEAD: "red"
+    TIMED_OUT: "amber", FAILED_WORKER_LOST: "amber", CANCELLED: "muted", DEAD: "red",
+    DISCARDED: "muted"
   };
   var LABELS = { FAILED_WORKER_LOST: "WORKER LOST" };
 

@@ -1,0 +1,91 @@
+"""The dashboard's triage pages: the dead letter grouped by error fingerprint, one group's
+executions, and the group actions (retry or discard every DEAD execution of a group). Thin like
+dashboard/views.py, whose login, scoping and page frame they use; the reads are
+executions/dead_letter.py's, the writes dashboard/dead_letter.py's (audited)."""
+
+from django.contrib import messages
+from django.http import Http404, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from dashboard.dead_letter import GROUP_ACTIONS, dead_letter_group_act
+from dashboard.services import Actor
+from dashboard.views import CANCELLABLE, ScopedRequest, _page, _with_pending_reasons, operator_view
+from executions import dead_letter
+from executions.clock import db_now
+from executions.fingerprints import masked
+from executions.states import REDRIVABLE
+
+GROUP_PAGE_ROWS = 50
+
+
+def _fingerprint_of(raw: str) -> str:
+    key = dead_letter.fingerprint_in_path(raw)
+    if key is None:
+        raise Http404("no such error group")
+    return key
+
+
+@require_GET
+@operator_view
+def dead_letter_page(request: ScopedRequest) -> HttpResponse:
+    found = dead_letter.dead_letter_groups(scope=request.tenant_scope)
+    return _page(
+        request,
+        "dashboard/dead_letter.html",
+        {"section": "dead", "dead_letter": found, "batch_seconds": dead_letter.ACTION_SECONDS},
+    )
+
+
+@require_GET
+@operator_view
+def dead_letter_group_page(request: ScopedRequest, fingerprint: str) -> HttpResponse:
+    key = _fingerprint_of(fingerprint)
+    scope = request.tenant_scope
+    executions = list(
+        dead_letter.group_executions(scope=scope, fingerprint=key).select_related("job", "tenant")[
+            : GROUP_PAGE_ROWS + 1
+        ]
+    )
+    count = dead_letter.group_count(scope=scope, fingerprint=key) if executions else 0
+    if not executions:
+        # Emptied (retried or discarded) or never there: say so rather than a bare 404.
+        messages.info(request, "That error group has no dead executions now.")
+        return HttpResponseRedirect(reverse("dashboard:dead-letter"))
+    _with_pending_reasons(executions)
+    return _page(
+        request,
+        "dashboard/dead_letter_group.html",
+        {
+            "section": "dead",
+            "fingerprint": fingerprint,
+            "masked": masked(executions[0].error) or "(no error recorded)",
+            "sample": executions[0],
+            "count": count,
+            "executions": executions[:GROUP_PAGE_ROWS],
+            "more": max(count - GROUP_PAGE_ROWS, 0),
+            "cancellable": CANCELLABLE,
+            "redrivable": REDRIVABLE,
+            "here": request.get_full_path(),
+        },
+    )
+
+
+@require_POST
+@operator_view
+def dead_letter_group_action(request: ScopedRequest, fingerprint: str, action: str) -> HttpResponse:
+    key = _fingerprint_of(fingerprint)
+    if action not in GROUP_ACTIONS:
+        raise Http404("no such action")
+    outcome = dead_letter_group_act(
+        actor=Actor.of(request), scope=request.tenant_scope, fingerprint=key, action=action, now=db_now()
+    )
+    done = "Re-driven" if action == "retry" else "Discarded"
+    text = f"{done} {outcome.done} execution(s) of this error group."
+    if outcome.refused:
+        text += f" {outcome.refused} could not be (their state had changed, or a quota refused them)."
+    if outcome.remaining:
+        messages.warning(request, f"{text} {outcome.remaining} more remain: press {action} again to continue.")
+        return HttpResponseRedirect(reverse("dashboard:dead-letter-group", args=[fingerprint]))
+    messages.success(request, text)
+    return HttpResponseRedirect(reverse("dashboard:dead-letter"))

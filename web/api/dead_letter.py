@@ -1,0 +1,164 @@
+"""The dead letter by error group: `GET /v1/dead-letter/groups` and
+`POST /v1/dead-letter/groups/{fingerprint}/retry` · `/discard` (executions/dead_letter.py).
+
+A group is the caller's DEAD executions whose errors share a fingerprint (the error with its
+numbers, ids, quoted values and times masked). Retry re-drives each as its next attempt; discard
+moves each to DISCARDED, out of the dead letter for good. A large group is worked through for a
+bounded time per request, oldest first; the answer says how many remain, and the same request
+again continues."""
+
+import uuid
+
+from django.db import transaction
+from django.http import Http404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from audit.models import AuditOutcome
+from audit.services import REFUSALS, Actor, Target, audit_record, audit_records, entry
+from executions import dead_letter
+from executions.clock import db_now
+from executions.models import Execution
+from executions.services import execution_redrive
+from tenants.selectors import scope_of
+from web.audit import api_actor
+
+
+class ErrorGroupSerializer(serializers.Serializer):
+    fingerprint = serializers.CharField(
+        source="key", help_text='The group\'s key in paths: 16 hex digits, or "-" for DEAD executions with no error.'
+    )
+    pattern = serializers.CharField(
+        source="masked", help_text="The error with what varies masked: <n>, <id>, <str>, <hex>, <ip>, <time>."
+    )
+    exceptionType = serializers.CharField(source="exception_type", help_text='e.g. "KeyError"; "" when none.')
+    count = serializers.IntegerField(help_text="DEAD executions in the group.")
+    firstSeen = serializers.DateTimeField(source="first_seen", allow_null=True)
+    lastSeen = serializers.DateTimeField(source="last_seen", allow_null=True)
+    jobs = serializers.IntegerField(help_text="Jobs affected.")
+    pools = serializers.IntegerField(source="pool_count", help_text="Pools affected.")
+    sampleExecutionId = serializers.CharField(source="sample_id", allow_null=True, help_text="The newest one.")
+    sampleError = serializers.CharField(source="sample_error", help_text="The newest one's error, in full.")
+
+
+class DeadLetterSerializer(serializers.Serializer):
+    results = ErrorGroupSerializer(many=True, source="groups", help_text="Newest failure first.")
+    total = serializers.IntegerField(help_text="DEAD executions in all.")
+    moreGroups = serializers.IntegerField(
+        source="more_groups", help_text=f"Older groups beyond the {dead_letter.GROUP_LIMIT} listed."
+    )
+
+
+class GroupActionSerializer(serializers.Serializer):
+    fingerprint = serializers.CharField()
+    action = serializers.ChoiceField(choices=["retry", "discard"])
+    done = serializers.IntegerField(help_text="Executions re-driven (retry) or discarded in this request.")
+    refused = serializers.IntegerField(help_text="Executions the action was refused for (a quota, a state change).")
+    remaining = serializers.IntegerField(help_text="DEAD executions left in the group: post again to continue.")
+
+
+class DeadLetterGroupsApi(APIView):
+    @extend_schema(responses=DeadLetterSerializer)
+    def get(self, request):
+        found = dead_letter.dead_letter_groups(scope=scope_of(user=request.user))
+        return Response(DeadLetterSerializer(found).data)
+
+
+def _redrive(batch: list[Execution], actor: Actor, request_id: uuid.UUID) -> tuple[int, int]:
+    """Each in its own transaction with its audit row, as the dashboard's bulk retry does."""
+    moved = refused = 0
+    for execution in batch:
+        now = db_now()
+        target = Target.of_execution(execution)
+        try:
+            with transaction.atomic():
+                done = execution_redrive(
+                    execution=execution, now=now, reason=f"re-driven with its error group by {actor.username}"
+                )
+                audit_record(
+                    actor=actor,
+                    action="execution.retry",
+                    target=target,
+                    outcome=AuditOutcome.OK,
+                    now=now,
+                    detail=f"attempt {done.attempt} pending (error group)",
+                    request_id=request_id,
+                )
+            moved += 1
+        except REFUSALS as exc:
+            audit_record(
+                actor=actor,
+                action="execution.retry",
+                target=target,
+                outcome=AuditOutcome.REFUSED,
+                now=now,
+                detail=str(exc),
+                request_id=request_id,
+            )
+            refused += 1
+    return moved, refused
+
+
+def _discard(batch: list[Execution], actor: Actor, request_id: uuid.UUID) -> tuple[int, int]:
+    """The batch in one statement, with an audit row per execution, in one transaction."""
+    now = db_now()
+    with transaction.atomic():
+        moved = dead_letter.executions_discard(
+            executions=batch, now=now, reason=f"discarded with its error group by {actor.username}"
+        )
+        audit_records(
+            entry(
+                actor=actor,
+                action="execution.discard",
+                target=Target.of_execution(execution),
+                outcome=AuditOutcome.OK if execution.pk in moved else AuditOutcome.REFUSED,
+                now=now,
+                detail=f"error group {execution.error_fingerprint or '(none)'}"
+                if execution.pk in moved
+                else "no longer DEAD",
+                request_id=request_id,
+            )
+            for execution in batch
+        )
+    return len(moved), len(batch) - len(moved)
+
+
+_ACTIONS = {"retry": _redrive, "discard": _discard}
+
+
+class DeadLetterGroupActionApi(APIView):
+    action_name = ""
+
+    @extend_schema(
+        request=None,
+        responses=GroupActionSerializer,
+        parameters=[
+            OpenApiParameter(
+                "fingerprint",
+                {"type": "string", "pattern": "^([0-9a-f]{16}|-)$"},
+                OpenApiParameter.PATH,
+                description='A group\'s fingerprint from GET /v1/dead-letter/groups ("-": DEAD executions with no '
+                "error). A group with no DEAD execution of the caller's answers 404.",
+            )
+        ],
+    )
+    def post(self, request, fingerprint):
+        scope = scope_of(user=request.user)
+        key = dead_letter.fingerprint_in_path(fingerprint)
+        if key is None or not dead_letter.group_executions(scope=scope, fingerprint=key).exists():
+            raise Http404("no such error group")
+        act, actor, request_id = _ACTIONS[self.action_name], api_actor(request), uuid.uuid4()
+        # Audited per execution, one request id for the request (as the dashboard's group actions).
+        outcome = dead_letter.group_act(scope=scope, fingerprint=key, act=lambda batch: act(batch, actor, request_id))
+        body = {"fingerprint": fingerprint, "action": self.action_name, **vars(outcome)}
+        return Response(GroupActionSerializer(body).data)
+
+
+class DeadLetterGroupRetryApi(DeadLetterGroupActionApi):
+    action_name = "retry"
+
+
+class DeadLetterGroupDiscardApi(DeadLetterGroupActionApi):
+    action_name = "discard"
