@@ -168,7 +168,8 @@ def serve(*, stop: StopFlag, publisher: Publisher, config: DispatcherSettings | 
         if clock.stale(db_now()):
             clock.asked(store().next_due_at(after=now))
         while not stop.stopping:
-            seconds = min(clock.wait_seconds(db_now()), look_again - time.monotonic())
+            # Never below zero: a due time or a look-again that passed while claiming means now.
+            seconds = max(0.0, min(clock.wait_seconds(db_now()), look_again - time.monotonic()))
             heard = listener.wait(seconds, sleep=time.sleep)
             if heard is None:
                 return 0  # the due time (or the poll) came

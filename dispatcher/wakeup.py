@@ -57,4 +57,5 @@ class DueClock:
         """How long to sleep before the next claim: until the earliest due time, or the poll."""
         ahead = self.poll - (time.monotonic() - self.asked_at)
         due = self.due
-        return ahead if due is None else min(ahead, (due - now).total_seconds())
+        # Never below zero: a due time or a poll that passed while the claim ran means now.
+        return max(0.0, ahead if due is None else min(ahead, (due - now).total_seconds()))

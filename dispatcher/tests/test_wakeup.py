@@ -109,3 +109,16 @@ def test_the_due_clock_asks_again_only_when_what_it_was_told_has_come_or_the_pol
     clock.asked(None)
     clock.forget()
     assert clock.stale(now)
+
+
+def test_the_due_clock_never_asks_for_a_negative_sleep():
+    """A due time that passed while the claim ran, or a poll already over, is a sleep of zero:
+    time.sleep refuses a negative length (the embedded dispatcher's loop failed on it)."""
+    now = timezone.now()
+    clock = DueClock(poll=0.0)
+    clock.asked(now - timedelta(seconds=5))
+
+    assert clock.wait_seconds(now) == 0.0
+    clock.asked(None)
+    time.sleep(0.01)
+    assert clock.wait_seconds(now) == 0.0
