@@ -57,8 +57,10 @@ def _audit_log_flushable(request):
         yield
         return
     request.getfixturevalue("_django_db_helper")
+    # The engine, not `connection.vendor`: a test may pose as SQLite on PostgreSQL by patching it.
+    sqlite = connection.settings_dict["ENGINE"].endswith("sqlite3")
     yield
-    if connection.vendor == "sqlite":
+    if sqlite:
         import importlib
 
         no_delete = importlib.import_module("dashboard.migrations.0001_initial")._SQLITE_FORWARD[1]
