@@ -126,8 +126,8 @@ class Database:
         if slots:
             self.conn.execute(
                 "INSERT INTO pools_worker"
-                " (hostname, pid, pools, slots, busy, processed, rate, started_at, last_seen_at)"
-                " VALUES ('bench-capacity', 0, '[\"default\"]', %s, 0, 0, 0, now(), now())",
+                " (hostname, pid, pids, pools, slots, busy, processed, rate, started_at, last_seen_at)"
+                " VALUES ('bench-capacity', 0, '[]', '[\"default\"]', %s, 0, 0, 0, now(), now())",
                 [slots],
             )
 

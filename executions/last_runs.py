@@ -91,10 +91,11 @@ def _moved_at(row: Any, state: str) -> datetime:
     return row["started_at"] or row["updated_at"]
 
 
-def attach_last_runs(jobs: list[Job]) -> list[Job]:
+def attach_last_runs(jobs: list[Job], *, new: bool = False) -> list[Job]:
     """Set `last_run` on each of a page's jobs (what the job resource's lastRunState and
-    lastRunAt read), in two statements. Returns the jobs."""
-    found = last_runs(jobs)
+    lastRunAt read), in two statements; none for jobs just created (`new`), which have not run.
+    Returns the jobs."""
+    found = {} if new else last_runs(jobs)
     for job in jobs:
         job.last_run = found.get(job.pk, NONE)  # type: ignore[attr-defined]  # read by web/api/job_serializers.py
     return jobs

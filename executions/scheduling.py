@@ -22,7 +22,7 @@ from jobs import transitions as job_transitions
 from jobs.models import Job, JobType
 from jobs.states import TERMINAL as JOB_TERMINAL
 from jobs.states import InvalidJobTransition, JobState
-from jobs.versions import versions_record
+from jobs.versions import versions_first, versions_record
 from tenants.models import Tenant
 from tenants.services import submit_rate_check
 
@@ -125,7 +125,8 @@ def _job_create(
         # The rate's window is the minute: a retry after its end is counted afresh.
         raise QuotaExceeded(reason, retry_after=60 - int(now.timestamp()) % 60)
     try:
-        with transaction.atomic():
+        # A savepoint only where a failure is caught and the transaction goes on (the key's race).
+        with transaction.atomic(savepoint=bool(idempotency_key)):
             if tenant.max_active_jobs is not None:
                 # Lock the tenant row so concurrent creates count one another.
                 Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
@@ -138,10 +139,7 @@ def _job_create(
             if job.type == JobType.DELAYED:
                 job.run_at = _delayed_run_at(job, now)
             job.next_fire_at = first_fire(job=job, now=now)
-            job.save()
-            if job.next_fire_at is not None:
-                execution_create(job=job, scheduled_for=job.next_fire_at, now=now)
-            versions_record(jobs=[job], actor=actor, now=now)
+            _insert_new_jobs(jobs=[job], now=now, actor=actor)
     except IntegrityError:
         if not idempotency_key:
             raise
@@ -235,7 +233,7 @@ def _jobs_create_bulk(
                         f"tenant '{tenant.slug}' has {active} active jobs and a limit of {tenant.max_active_jobs};"
                         f" a batch of {len(items)} would go over it"
                     )
-            jobs, fires, invalid = [], [], []
+            jobs, invalid = [], []
             for index, fields in enumerate(items):
                 job = Job(
                     tenant=tenant,
@@ -246,21 +244,14 @@ def _jobs_create_bulk(
                 if job.type == JobType.DELAYED:
                     job.run_at = _delayed_run_at(job, now)
                 try:
-                    job.next_fire_at = fire = first_fire(job=job, now=now)
+                    job.next_fire_at = first_fire(job=job, now=now)
                 except cron.CronError as exc:
                     invalid.append((index, "schedule", str(exc)))
                     continue
                 jobs.append(job)
-                fires.append(fire)
             if invalid:
                 raise InvalidItems(invalid)
-            store().insert_new(jobs)
-            plain = [(job, fire) for job, fire in zip(jobs, fires, strict=True) if fire and not job.workflow]
-            transitions.create_many(runs=plain, now=now)
-            for job, fire in zip(jobs, fires, strict=True):
-                if fire and job.workflow:  # a run of steps each: rarer than plain jobs, made one by one
-                    runs.fire(job=job, scheduled_for=fire, now=now)
-            versions_record(jobs=jobs, actor=actor, now=now)
+            _insert_new_jobs(jobs=jobs, now=now, actor=actor)
     except IntegrityError:
         if not keys:
             raise
@@ -269,6 +260,20 @@ def _jobs_create_bulk(
             raise
         return BulkCreateResult(existing, created=False)
     return BulkCreateResult(jobs, created=True)
+
+
+def _insert_new_jobs(*, jobs: Sequence[Job], now: datetime, actor: str) -> None:
+    """Write new jobs (their next_fire_at set) with their first runs and their versions 1, in the
+    caller's transaction and a constant number of statements however many: one create or a
+    batch costs the same round trips (the jobs; the plain ones' executions and their events and
+    one wake-up; the versions)."""
+    store().insert_new(jobs)
+    plain = [(job, job.next_fire_at) for job in jobs if job.next_fire_at and not job.workflow]
+    transitions.create_many(runs=plain, now=now)
+    for job in jobs:
+        if job.next_fire_at and job.workflow:  # a run of steps each: rarer than plain jobs, made one by one
+            runs.fire(job=job, scheduled_for=job.next_fire_at, now=now)
+    store().insert_new(versions_first(jobs=jobs, actor=actor, now=now))
 
 
 def _batch_by_keys(*, tenant: Tenant, keys: list[str], fingerprint: str) -> list[Job]:

@@ -105,6 +105,18 @@ def _latest_of(job_ids: list[Any]) -> dict[Any, JobVersion]:
     return {row.job_id: row for row in rows}
 
 
+def versions_first(*, jobs: Sequence[Job], actor: str, now: datetime) -> list[JobVersion]:
+    """Version 1 of each of the jobs, unsaved: what a job being created starts with. Nothing is
+    read, since a job that does not exist yet has no version (the caller inserts the rows with
+    the jobs, in their transaction: executions.scheduling)."""
+    return [
+        JobVersion(
+            job_id=job.pk, number=1, definition=definition_of(job), changes=[], actor=actor[:200], created_at=now
+        )
+        for job in jobs
+    ]
+
+
 def versions_record(*, jobs: Sequence[Job], actor: str, now: datetime) -> None:
     """Record the definition of each job as its next version, in the caller's transaction.
 

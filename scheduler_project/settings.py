@@ -365,6 +365,10 @@ CSRF_COOKIE_SECURE = _env_bool("DJANGO_CSRF_COOKIE_SECURE", False)
 # it only behind a proxy that overwrites that header, or any client could claim https.
 if _proxy_ssl_header := _env_list("DJANGO_SECURE_PROXY_SSL_HEADER", ""):
     SECURE_PROXY_SSL_HEADER = tuple(_proxy_ssl_header)
+# Behind a proxy, the WSGI side (gunicorn) takes the client's address from the last entry of
+# X-Forwarded-For, the one the proxy appended (daphne's --proxy-headers does this for the ASGI side).
+# Only behind a proxy that appends it, or any client could pose as any address to the login throttle.
+TICKWORK_PROXY_HEADERS = _env_bool("TICKWORK_PROXY_HEADERS", False)
 # Scripts only from this site (the dashboard's, the admin's, Swagger UI's from its pip package);
 # inline style attributes are allowed (the dashboard's bars, Swagger UI's own), inline scripts not.
 CONTENT_SECURITY_POLICY = os.environ.get(

@@ -12,6 +12,9 @@ Two places, because servers differ in when they call the application:
   needs: Django's ASGI request (and DRF after it) reads only as many bytes as CONTENT_LENGTH
   says, so without one a chunked POST was read as empty ("field required").
 
+- `WSGIRequestBodyLimit`, the same for the WSGI side (scheduler_project/wsgi.py under gunicorn),
+  which also streams the body and decodes a chunked one without giving it a CONTENT_LENGTH.
+
 A refusal is 413 with a JSON body, before authentication: a client without a token cannot make
 the server store or parse a large body either.
 """
@@ -144,3 +147,35 @@ async def _answer(send, status: int, body: bytes) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+class WSGIRequestBodyLimit:
+    """WSGI middleware: as RequestBodyLimit. A refusal closes the connection (`Connection:
+    close`), so the server does not read the rest of the body to keep it alive."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        limit = _limit()
+        length = environ.get("CONTENT_LENGTH")
+        if length:
+            if not length.strip().isdigit():
+                return _wsgi_answer(start_response, "400 Bad Request", b'{"detail": "Content-Length is not a number"}')
+            if int(length) > limit:
+                return _wsgi_answer(start_response, "413 Request Entity Too Large", _refusal(limit))
+            return self.app(environ, start_response)
+        if "chunked" not in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+            return self.app(environ, start_response)
+        body = environ["wsgi.input"].read(limit + 1)  # the server decodes the chunks, up to this many
+        if len(body) > limit:
+            return _wsgi_answer(start_response, "413 Request Entity Too Large", _refusal(limit))
+        return self.app({**environ, "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body)}, start_response)
+
+
+def _wsgi_answer(start_response, status: str, body: bytes) -> list[bytes]:
+    start_response(
+        status,
+        [("Content-Type", "application/json"), ("Content-Length", str(len(body))), ("Connection", "close")],
+    )
+    return [body]

@@ -116,21 +116,22 @@ def representer(serializer: serializers.Serializer) -> Callable[[Any], dict[str,
         convert = representer(field) if isinstance(field, serializers.Serializer) else field.to_representation
         plan.append((name, tuple(field.source_attrs), convert))
 
-    # Whether a method (`get_priority_display`) is called: asked once per function, not per
-    # object (is_simple_callable reads its signature).
-    simple: dict[Any, bool] = {}
+    # Whether a method (`get_priority_display`) is called: asked once per attribute of a class,
+    # not per object (is_simple_callable reads its signature). Not per function: a partialmethod
+    # (Django's get_FOO_display) is a new object at each access.
+    simple: dict[tuple[type, str], bool] = {}
 
     def represent(instance: Any) -> dict[str, Any]:
         data: dict[str, Any] = {}
         for name, attrs, convert in plan:
             value = instance
             for attr in attrs:
-                value = getattr(value, attr)
+                holder, value = value, getattr(value, attr)
                 if callable(value):
-                    function = getattr(value, "__func__", value)
-                    if function not in simple:
-                        simple[function] = is_simple_callable(value)
-                    if simple[function]:
+                    key = (type(holder), attr)
+                    if key not in simple:
+                        simple[key] = is_simple_callable(value)
+                    if simple[key]:
                         value = value()
             data[name] = None if value is None else convert(value)
         return data

@@ -301,8 +301,9 @@ class Store(AdmissionStatements):
         return f"id IN ({', '.join(['%s'] * len(ids))})", [pk.get_db_prep_value(as_uuid(i), self.db) for i in ids]
 
     def insert_new(self, rows: Sequence[Model]) -> None:
-        """Insert new rows of one model (primary keys made in Python, so nothing is read back) in
-        as few statements as the database allows: a bulk submission's jobs and first executions."""
+        """Insert new rows of one model (primary keys made in Python, or numbered by the database
+        and not read back) in as few statements as the database allows: a bulk submission's jobs,
+        their first executions and versions."""
         if rows:
             type(rows[0])._default_manager.bulk_create(rows)
 

@@ -212,7 +212,8 @@ class PostgresStore(Store, PostgresAdmissionStatements):
             return
         db = self.db
         meta = type(rows[0])._meta
-        fields = meta.concrete_fields
+        # An auto-numbered key (a job version's) is left to the database's sequence.
+        fields = [field for field in meta.concrete_fields if field is not meta.auto_field]
         columns = ", ".join(db.ops.quote_name(str(field.column)) for field in fields)  # concrete: never None
         arrays = ", ".join(f"%s::{field.db_type(db)}[]" for field in fields)
         # pre_save(add=True) fills what a save fills (created_at, updated_at), on the instances too.

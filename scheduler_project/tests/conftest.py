@@ -1,5 +1,6 @@
-"""The web role as it runs in production: daphne serving scheduler_project.asgi:application, in a
-subprocess, on pytest-django's test database."""
+"""The web role as it runs in production, in a subprocess, on pytest-django's test database: daphne
+serving scheduler_project.asgi:application, or gunicorn serving scheduler_project.wsgi with the
+README's configuration file."""
 
 import os
 import signal
@@ -30,10 +31,24 @@ def database_url(**overrides) -> str:
     return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
+# How the README starts each server (the bind address and port added).
+SERVERS = {
+    "daphne": lambda port: [
+        *(sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)),
+        "scheduler_project.asgi:application",
+    ],
+    "gunicorn": lambda port: [
+        *(sys.executable, "-m", "gunicorn", "-c", "scheduler_project/gunicorn.conf.py"),
+        *("-b", f"127.0.0.1:{port}", "-w", "1", "scheduler_project.wsgi"),
+    ],
+}
+
+
 class WebServer:
-    def __init__(self, tmp: Path, env: dict[str, str]) -> None:
+    def __init__(self, tmp: Path, env: dict[str, str], kind: str = "daphne") -> None:
         self.port = free_port()
-        self.log_path = tmp / f"daphne-{self.port}.log"
+        self.kind = kind
+        self.log_path = tmp / f"{kind}-{self.port}.log"
         self.env = {
             **os.environ,
             "DATABASE_URL": database_url(),
@@ -46,10 +61,9 @@ class WebServer:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> "WebServer":
-        argv = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
         with open(self.log_path, "w") as log:
             self.process = subprocess.Popen(
-                [*argv, "scheduler_project.asgi:application"],
+                SERVERS[self.kind](self.port),
                 cwd=ROOT,
                 env=self.env,
                 stdout=log,
@@ -59,14 +73,14 @@ class WebServer:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"daphne exited: {self.log()}")
+                raise RuntimeError(f"{self.kind} exited: {self.log()}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     return self
             except OSError:
                 time.sleep(0.1)
         self.stop()
-        raise RuntimeError(f"daphne did not listen within 60 s: {self.log()}")
+        raise RuntimeError(f"{self.kind} did not listen within 60 s: {self.log()}")
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-3000:]
@@ -83,11 +97,12 @@ class WebServer:
 
 @pytest.fixture
 def web_server(transactional_db, tmp_path):
-    """web_server(**env) -> a running daphne with those environment variables; stopped after."""
+    """web_server(**env, server="daphne") -> a running web server (daphne or gunicorn) with those
+    environment variables; stopped after."""
     servers: list[WebServer] = []
 
-    def start(**env: str) -> WebServer:
-        servers.append(WebServer(tmp_path, env).start())
+    def start(server: str = "daphne", **env: str) -> WebServer:
+        servers.append(WebServer(tmp_path, env, server).start())
         return servers[-1]
 
     yield start

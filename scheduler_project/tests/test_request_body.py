@@ -1,9 +1,11 @@
-"""Request bodies through the real server (daphne): chunked bodies arrive whole, and a body over
-TICKWORK_MAX_REQUEST_BYTES is refused with 413 before it is read."""
+"""Request bodies through the real servers (daphne, and gunicorn for the WSGI side): chunked bodies
+arrive whole, and a body over TICKWORK_MAX_REQUEST_BYTES is refused with 413 before it is read."""
 
 import json
 import socket
 import time
+
+import pytest
 
 from jobs.models import Job
 from tenants.services import token_create
@@ -48,12 +50,13 @@ def _closed(sock: socket.socket, timeout: float) -> bool:
     return True
 
 
-def test_defect4_chunked_post_creates_the_job(web_server, tenant):
+@pytest.mark.parametrize("server", ["daphne", "gunicorn"])
+def test_defect4_chunked_post_creates_the_job(web_server, server, tenant):
     """A `Transfer-Encoding: chunked` POST /v1/jobs is read whole: 201 and the job exists
     (it answered 400 "field required": Django read the body as empty without a Content-Length)."""
     _, token = token_create(tenant=tenant)
-    server = web_server()
-    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+    running = web_server(server)
+    with socket.create_connection(("127.0.0.1", running.port)) as sock:
         sock.sendall(
             _head(
                 "/v1/jobs",
@@ -68,11 +71,12 @@ def test_defect4_chunked_post_creates_the_job(web_server, tenant):
     assert Job.objects.filter(tenant=tenant, name="chunked", pk=json.loads(body)["jobId"]).exists()
 
 
-def test_defect4_oversized_content_length_refused_before_the_body_is_read(web_server):
+@pytest.mark.parametrize("server", ["daphne", "gunicorn"])
+def test_defect4_oversized_content_length_refused_before_the_body_is_read(web_server, server):
     """An unauthenticated POST announcing 200 MiB is answered 413 (JSON) as soon as its headers
     are in, without waiting for the body, and the connection is closed."""
-    server = web_server(TICKWORK_MAX_REQUEST_BYTES="1048576")
-    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+    running = web_server(server, TICKWORK_MAX_REQUEST_BYTES="1048576")
+    with socket.create_connection(("127.0.0.1", running.port)) as sock:
         sock.sendall(_head("/v1/jobs", "Content-Type: application/json", f"Content-Length: {200 * 1024 * 1024}"))
         status, headers, body = _read_response(sock, timeout=10)  # no body was sent at all
         assert status == 413
@@ -81,13 +85,14 @@ def test_defect4_oversized_content_length_refused_before_the_body_is_read(web_se
         assert _closed(sock, timeout=10)
 
 
-def test_defect4_oversized_chunked_body_refused_once_past_the_limit(web_server):
+@pytest.mark.parametrize("server", ["daphne", "gunicorn"])
+def test_defect4_oversized_chunked_body_refused_once_past_the_limit(web_server, server):
     """A chunked body gets no further than the limit: streaming 200 MiB, the client hears 413 after
     about the limit's worth, and the connection is closed before the rest could be sent."""
-    server = web_server(TICKWORK_MAX_REQUEST_BYTES="1048576")
+    running = web_server(server, TICKWORK_MAX_REQUEST_BYTES="1048576")
     piece = _chunk(b"x" * 65536)
     sent = 0
-    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+    with socket.create_connection(("127.0.0.1", running.port)) as sock:
         sock.sendall(_head("/v1/jobs", "Content-Type: application/json", "Transfer-Encoding: chunked"))
         sock.settimeout(0.05)
         deadline = time.monotonic() + 30

@@ -1,3 +1,5 @@
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from django.http import Http404
@@ -64,6 +66,17 @@ JOB_RULES = """Rules between fields, checked with the schema's:
 """
 
 
+@functools.cache
+def _job_representer() -> Callable[[Job], dict[str, Any]]:
+    return representer(JobOutputSerializer())
+
+
+def represent_job(job: Job) -> dict[str, Any]:
+    """A job as JobOutputSerializer renders it, with its plan made once per process (a create's
+    answer: DRF's own path copied and bound the serializer's fields for every request)."""
+    return _job_representer()(job)
+
+
 def _job_or_404(request, job_id) -> Job:
     job = job_get(scope=scope_of(user=request.user), job_id=job_id)
     if job is None:
@@ -120,10 +133,8 @@ class JobListCreateApi(AuditedApi, generics.ListAPIView):
             Target.of_job(job),
             f"{job.type} {job.handler} in {job.pool}" if result.created else "the same key and body: the first job",
         )
-        return Response(
-            JobOutputSerializer(result.job).data,
-            status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
-        )
+        (job,) = attach_last_runs([job], new=result.created)
+        return Response(represent_job(job), status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
 
 
 # The longest key a batch may use: its jobs store `<key>#<index>` in the 255-character column.
@@ -184,9 +195,8 @@ class JobBulkCreateApi(AuditedApi, APIView):
             Target(type="job", label=f"{len(result.jobs)} jobs", tenant_id=tenant.pk),
             _batch_detail(result.jobs, created=result.created),
         )
-        represent = representer(JobOutputSerializer())
         return Response(
-            {"jobs": [represent(job) for job in attach_last_runs(list(result.jobs))]},
+            {"jobs": [represent_job(job) for job in attach_last_runs(list(result.jobs), new=result.created)]},
             status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
         )
 
