@@ -226,10 +226,10 @@ class PostgresStore(Store, PostgresAdmissionStatements):
             else [field.pre_save(row, True) for row in rows]
             for field in fields
         ]
-        with db.cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {db.ops.quote_name(meta.db_table)} ({columns}) SELECT * FROM unnest({arrays})", params
-            )
+        # The arrays go in binary: psycopg writes an array's text form in Python, escaping each
+        # element, which for a batch of 1,000 jobs cost more than the database's inserts.
+        sql = f"INSERT INTO {db.ops.quote_name(meta.db_table)} ({columns}) SELECT * FROM unnest({arrays})"
+        self._execute(db, sql, params, binary=True, returns=False)
 
     def record_events(
         self, rows: Sequence[tuple[Any, int, str]], *, source: str, target: str, now: datetime, message: str = ""
@@ -365,14 +365,22 @@ class PostgresStore(Store, PostgresAdmissionStatements):
             [JobState.COMPLETED.value, now, JobState.ACTIVE.value, [t.value for t in ONE_OFF_TYPES]],
         )
 
-    def _execute(self, db: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> list[tuple]:
+    def _execute(
+        self, db: BaseDatabaseWrapper, sql: str, params: Sequence[Any], *, binary: bool = False, returns: bool = True
+    ) -> list[tuple]:
+        """`sql` (%s placeholders) as a prepared statement with server-side parameters; with
+        `binary`, every parameter is sent in binary form (%b). Without `returns`, no rows are read."""
         db.ensure_connection()
         raw = db.connection
         if raw.prepare_threshold is None or db.queries_logged:
             # Prepared statements turned off, or query logging on (DEBUG): Django's own cursor,
             # so that it is logged.
-            return super()._execute(db, sql, params)
+            with db.cursor() as django_cursor:
+                django_cursor.execute(sql, params)
+                return django_cursor.fetchall() if returns else []
         db.validate_no_broken_transaction()
+        if binary:
+            sql = sql.replace("%s", "%b")
         # The connection's execute wrappers, error wrapping and transaction state apply as to
         # any query.
         with db.wrap_database_errors, psycopg.Cursor(raw) as cursor:
@@ -383,7 +391,7 @@ class PostgresStore(Store, PostgresAdmissionStatements):
             for wrapper in reversed(db.execute_wrappers):
                 execute = functools.partial(wrapper, execute)
             execute(sql, params, False, {"connection": db, "cursor": cursor})
-            return cursor.fetchall()
+            return cursor.fetchall() if returns else []
 
 
 # What a notification that cannot be read counts as: due at once.
