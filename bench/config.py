@@ -17,6 +17,9 @@ BASELINE_QUEUE = "tickwork_bench.baseline"  # the bare Celery tasks' queue
 # bare Celery gets at-least-once delivery; Tickwork turns it off (its rows carry that guarantee).
 DEFAULT_TRANSPORT_QUEUE = "tickwork_bench.baseline_default_transport"
 NOTIFY_CHANNEL = "tickwork_due"  # dispatcher/wakeup.py: what executions.scheduling sends on create
+# The fleet that stands in for workers where none runs (the dispatch and cron stages): a worker row
+# with this many slots (Database.capacity), so a claim may admit about twice this at once.
+FLEET_SLOTS = 2_000
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/postgres"  # any database on the server
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/6"
 

@@ -11,7 +11,7 @@ django-celery-beat's.
   second, against the same number of one-off executions due at once. The order in which the herd
   is admitted must be fair: every tenant's first fire before any tenant's fifth.
 
-No worker runs: a worker registered with SLOTS slots stands in (Database.capacity), and between
+No worker runs: a worker registered with FLEET_SLOTS slots stands in (Database.capacity), and between
 two claims (untimed) what was admitted is taken off the broker and marked done, as a fleet of
 that size would; so what is measured is the dispatcher and PostgreSQL."""
 
@@ -23,12 +23,11 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bench.config import QUEUE, ROOT, log
+from bench.config import FLEET_SLOTS, QUEUE, ROOT, log
 from bench.results import Figure, median
 from jobs import cron
 
 SPREAD = "H * * * *"  # once an hour, at a minute of the job's own
-SLOTS = 2_000  # the fleet that stands in: what a claim may admit at once is about twice this
 
 # Cron jobs and their first fires, in one statement: `schedules[i]` for the i-th job, first fire
 # `fires[i]`, tenant `tenants[i]`; executions' first events as executions.transitions.create writes.
@@ -191,7 +190,7 @@ class Cron:
                 publisher.publish(dispatches)
 
         self.bench.purge(QUEUE)
-        self.db.capacity(SLOTS)
+        self.db.capacity(FLEET_SLOTS)
         claimed, on_broker, elapsed = 0, 0, 0.0
         while True:
             started = time.perf_counter()
@@ -200,14 +199,7 @@ class Cron:
             if not result.claimed:
                 break
             claimed += result.claimed
-            # Untimed, the fleet's part: its workers take what was admitted, so the pool has
-            # room again (what is admitted stays near the fleet's slots, as in production).
-            on_broker += self.bench.queue_length(QUEUE)
-            self.bench.purge(QUEUE)
-            self.db.conn.execute(
-                "UPDATE executions_execution SET state = 'SUCCEEDED', republish_at = NULL, finished_at = now()"
-                " WHERE state = 'QUEUED'"
-            )
+            on_broker += self.bench.fleet_takes()
         self.db.capacity(0)
         if claimed != expect or on_broker != expect:
             raise RuntimeError(f"cron dispatch: claimed {claimed}, on the broker {on_broker}, due {expect}")

@@ -155,7 +155,9 @@ def _execution_walk(*, scope: list[int] | None, filters: ExecutionFilters, page:
                 .order_by("-created_at")
                 .values_list("pk", flat=True)[:SEARCH_JOBS]
             )
-            executions = executions.filter(Q(job_id__in=matched_jobs) | Q(error__icontains=search))
+            # `error <> ''` as the trigram index's predicate says it (executions migration 0012).
+            has_error = Q(error__icontains=search) & ~Q(error="")
+            executions = executions.filter(Q(job_id__in=matched_jobs) | has_error)
         ids = list(executions.filter(**only_state).order_by(*order).values_list("id", flat=True)[start:wanted])
     else:
         states = [filters.state] if filters.state else [s.value for s in STATE_ORDER]
