@@ -79,8 +79,6 @@ def main(argv: list[str]) -> int:
         subprocess.run(migrate, cwd=ROOT, env=dict(env, DATABASE_URL=small_url), check=True)
         for each in (db, small):
             each.connect()
-            for ix in filter(None, os.environ.get("BENCH_DROP", "").split(",")):
-                each.conn.execute(f"DROP INDEX IF EXISTS {ix}")
         bench.run()
     except BaseException:
         log(f"failed; process logs in {log_dir}")
