@@ -1,9 +1,9 @@
 """Versions of a job's definition: what a job is asked to do, kept each time it changes.
 
-The writer is set-based: `versions_record` takes any number of jobs and costs two statements
-(one read of their latest versions, one multi-row INSERT) however many there are, so the
-creation of a batch of jobs records their first versions in the same transaction at the same
-constant cost. It is called by executions.scheduling's job_create and job_update, in their
+The writers are set-based. `versions_first` makes the version 1 of jobs being created (nothing
+to read: executions.scheduling inserts them with the jobs, in one statement however many).
+`versions_record` takes any number of existing jobs and costs two statements (one read of their
+latest versions, one multi-row INSERT); job_update and a version's restore call it in their
 transactions, after the job row is written.
 
 Numbering under concurrency: the next number is the latest one read plus one. job_update holds

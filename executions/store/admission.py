@@ -184,13 +184,26 @@ class PostgresAdmissionStatements(AdmissionStatements):
     ) -> list[tuple[int, datetime]]:
         if not tenant_ids:
             return []
+        # Only the tenants that have PENDING work in the pool at this level are probed: a skip
+        # scan of the partial index (pool, priority, tenant_id, available_at) jumps from one
+        # tenant to the next, one probe each. Probing every tenant the caller may admit cost a
+        # probe per tenant in the system at every claim: with 4,000 tenants (most with nothing
+        # pending) a claim took ~30 ms and a 500/s feed waited seconds (bench, after the herds).
+        present = (
+            "SELECT e.tenant_id FROM executions_execution e WHERE e.state = 'PENDING' AND e.pool = %s"
+            " AND e.priority = %s"
+        )
         return self.fetch(
-            "SELECT t.id, head.available_at FROM unnest(%s::bigint[]) AS t(id) CROSS JOIN LATERAL ("
+            "WITH RECURSIVE present(id) AS ("
+            f"  ({present} ORDER BY e.tenant_id LIMIT 1)"
+            f"  UNION ALL SELECT ({present} AND e.tenant_id > p.id ORDER BY e.tenant_id LIMIT 1)"
+            "   FROM present p WHERE p.id IS NOT NULL"
+            ") SELECT t.id, head.available_at FROM present t CROSS JOIN LATERAL ("
             f"  SELECT e.available_at FROM executions_execution e {_ACTIVE_JOB}"
             "  WHERE e.state = 'PENDING' AND e.pool = %s AND e.priority = %s AND e.tenant_id = t.id"
             "  AND e.available_at <= %s ORDER BY e.available_at LIMIT 1"
-            ") AS head",
-            [list(tenant_ids), pool, priority, now],
+            ") AS head WHERE t.id = ANY(%s::bigint[])",
+            [pool, priority, pool, priority, pool, priority, now, list(tenant_ids)],
         )
 
     def due_of_tenants(self, *, pool: str, priority: int, quotas: Mapping[int, int], now: datetime) -> list[DueRow]:
