@@ -64,6 +64,10 @@ class Cron:
         self.minute()
         for count, tenants in ((self.cfg.cron_herd // 10, 1), (self.cfg.cron_herd, self.cfg.herd_tenants)):
             self.herd(count, tenants)
+        # The herds leave 600,000 rows retired at once (bookkeeping, with their due times in the
+        # past): until autovacuum reaches them, every probe of the due indexes that later stages
+        # make walks their dead entries first (the lag stage's p50 went from 13 ms to 1.4 s).
+        self.db.vacuum()
 
     # -- the figures
 

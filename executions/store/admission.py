@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from django.db import connection, models
 
 from executions.models import Execution
+from jobs.models import Priority
 from pools.models import PoolClock, TenantShare
 
 # A row of the claim: (execution id, whether its job is a cron job, tenant id, priority).
@@ -155,6 +156,23 @@ class AdmissionStatements:
         )
 
 
+def _present_cte(name: str) -> str:
+    """A recursive CTE `name(id)`: the tenants that have PENDING work in a pool at a priority (its
+    two pairs of parameters: pool, priority), found by a skip scan of the partial index (pool,
+    priority, tenant_id, available_at) that jumps from one tenant to the next, one probe each.
+    Probing every tenant instead cost a probe per tenant in the system at every contended claim:
+    with 4,000 tenants, most with nothing pending, a claim took ~30 ms, and a 500/s feed's start
+    lag went from 13 ms to over a second (bench, after the herds)."""
+    present = (
+        "SELECT e.tenant_id FROM executions_execution e WHERE e.state = 'PENDING' AND e.pool = %s AND e.priority = %s"
+    )
+    return (
+        f"{name}(id) AS (({present} ORDER BY e.tenant_id LIMIT 1)"
+        f" UNION ALL SELECT ({present} AND e.tenant_id > p.id ORDER BY e.tenant_id LIMIT 1)"
+        f" FROM {name} p WHERE p.id IS NOT NULL)"
+    )
+
+
 class PostgresAdmissionStatements(AdmissionStatements):
     # Any constant: the claim's advisory lock, held until its transaction ends.
     CLAIM_LOCK = 7_104_512_001
@@ -179,26 +197,33 @@ class PostgresAdmissionStatements(AdmissionStatements):
         )
         return [_due_row(row) for row in rows]
 
+    def shares(self, *, pool: str) -> tuple[float, list[tuple[int, int, int | None, float]]]:
+        # Only the tenants with PENDING work in the pool, at any level: the others have nothing
+        # to be given a turn, and reading every tenant's row was a claim's cost per tenant.
+        levels = [level for level, _ in Priority.choices]
+        ctes = ", ".join(_present_cte(f"present{level}") for level in levels)
+        rows = self.fetch(
+            f"WITH RECURSIVE {ctes}"
+            " SELECT t.id, t.weight, t.max_concurrent_executions, COALESCE(s.finish_tag, 0), c.virtual_time"
+            " FROM tenants_tenant t LEFT JOIN pools_tenantshare s ON s.tenant_id = t.id AND s.pool = %s"
+            " LEFT JOIN pools_poolclock c ON c.pool = %s"
+            f" WHERE t.id IN ({' UNION '.join(f'SELECT id FROM present{level}' for level in levels)})",
+            [*(value for level in levels for value in (pool, level, pool, level)), pool, pool],
+        )
+        clock = next((float(row[4]) for row in rows if row[4] is not None), None)
+        if clock is None:
+            clock = PoolClock.objects.filter(pool=pool).values_list("virtual_time", flat=True).first() or 0.0
+        return clock, [(t, w, cap, float(tag)) for t, w, cap, tag, _ in rows]
+
     def due_heads(
         self, *, pool: str, priority: int, tenant_ids: Sequence[int], now: datetime
     ) -> list[tuple[int, datetime]]:
         if not tenant_ids:
             return []
-        # Only the tenants that have PENDING work in the pool at this level are probed: a skip
-        # scan of the partial index (pool, priority, tenant_id, available_at) jumps from one
-        # tenant to the next, one probe each. Probing every tenant the caller may admit cost a
-        # probe per tenant in the system at every claim: with 4,000 tenants (most with nothing
-        # pending) a claim took ~30 ms and a 500/s feed waited seconds (bench, after the herds).
-        present = (
-            "SELECT e.tenant_id FROM executions_execution e WHERE e.state = 'PENDING' AND e.pool = %s"
-            " AND e.priority = %s"
-        )
+        # Only the tenants that have PENDING work in the pool at this level are probed.
         return self.fetch(
-            "WITH RECURSIVE present(id) AS ("
-            f"  ({present} ORDER BY e.tenant_id LIMIT 1)"
-            f"  UNION ALL SELECT ({present} AND e.tenant_id > p.id ORDER BY e.tenant_id LIMIT 1)"
-            "   FROM present p WHERE p.id IS NOT NULL"
-            ") SELECT t.id, head.available_at FROM present t CROSS JOIN LATERAL ("
+            f"WITH RECURSIVE {_present_cte('present')}"
+            " SELECT t.id, head.available_at FROM present t CROSS JOIN LATERAL ("
             f"  SELECT e.available_at FROM executions_execution e {_ACTIVE_JOB}"
             "  WHERE e.state = 'PENDING' AND e.pool = %s AND e.priority = %s AND e.tenant_id = t.id"
             "  AND e.available_at <= %s ORDER BY e.available_at LIMIT 1"
