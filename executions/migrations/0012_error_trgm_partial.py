@@ -9,7 +9,7 @@ use this index."""
 from django.db import migrations
 
 
-def partial_trigram_index(apps, schema_editor):
+def _trigram_index(schema_editor, where: str) -> None:
     if schema_editor.connection.vendor != "postgresql":
         return
     with schema_editor.connection.cursor() as cursor:
@@ -18,20 +18,16 @@ def partial_trigram_index(apps, schema_editor):
             return  # 0011 could not create it: the search scans
         cursor.execute("DROP INDEX IF EXISTS execution_error_trgm")
         cursor.execute(
-            "CREATE INDEX execution_error_trgm ON executions_execution"
-            " USING gin (UPPER(error) gin_trgm_ops) WHERE error <> ''"
+            f"CREATE INDEX execution_error_trgm ON executions_execution USING gin (UPPER(error) gin_trgm_ops){where}"
         )
 
 
+def partial_trigram_index(apps, schema_editor):
+    _trigram_index(schema_editor, " WHERE error <> ''")
+
+
 def whole_trigram_index(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
-    with schema_editor.connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm'")
-        if cursor.fetchone() is None:
-            return
-        cursor.execute("DROP INDEX IF EXISTS execution_error_trgm")
-        cursor.execute("CREATE INDEX execution_error_trgm ON executions_execution USING gin (UPPER(error) gin_trgm_ops)")
+    _trigram_index(schema_editor, "")
 
 
 class Migration(migrations.Migration):
