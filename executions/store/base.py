@@ -465,10 +465,13 @@ class Store(AdmissionStatements):
             converted.append(tuple(values))
         return converted
 
-    def _execute(self, db: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> list[tuple]:
+    def _execute(
+        self, db: BaseDatabaseWrapper, sql: str, params: Sequence[Any], *, returns: bool = True
+    ) -> list[tuple]:
+        """Run `sql`; its rows, or none without `returns` (a statement that gives none)."""
         with db.cursor() as cursor:
             cursor.execute(sql, params)
-            return cursor.fetchall()
+            return cursor.fetchall() if returns else []
 
 
 class DueListener:

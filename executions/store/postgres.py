@@ -18,7 +18,6 @@ import functools
 import logging
 import select
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
@@ -42,6 +41,7 @@ from executions.store.base import (
     Started,
     Store,
     Success,
+    as_uuid,
 )
 from executions.store.base import update_sql as _update_sql
 from jobs.models import ONE_OFF_TYPES, Job
@@ -250,7 +250,8 @@ class PostgresStore(Store, PostgresAdmissionStatements):
                 str(source),
                 str(target),
                 message,
-                [_uuid(execution_id) for execution_id, _, _ in rows],
+                # UUIDs: a binary parameter's type is its values' own (a str would be text).
+                [as_uuid(execution_id) for execution_id, _, _ in rows],
                 [attempt for _, attempt, _ in rows],
                 [worker_id or "" for _, _, worker_id in rows],
             ],
@@ -377,9 +378,7 @@ class PostgresStore(Store, PostgresAdmissionStatements):
         if raw.prepare_threshold is None or db.queries_logged:
             # Prepared statements turned off, or query logging on (DEBUG): Django's own cursor,
             # so that it is logged.
-            with db.cursor() as django_cursor:
-                django_cursor.execute(sql, params)
-                return django_cursor.fetchall() if returns else []
+            return super()._execute(db, sql, params, returns=returns)
         db.validate_no_broken_transaction()
         if binary:
             sql = sql.replace("%s", "%b")
@@ -394,11 +393,6 @@ class PostgresStore(Store, PostgresAdmissionStatements):
                 execute = functools.partial(wrapper, execute)
             execute(sql, params, False, {"connection": db, "cursor": cursor})
             return cursor.fetchall() if returns else []
-
-
-def _uuid(value: Any) -> uuid.UUID:
-    """An id as a UUID (a binary parameter's type is the value's own: a str would be text)."""
-    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 
 # What a notification that cannot be read counts as: due at once.
