@@ -173,7 +173,7 @@ def _make_next(job: Job, *, after: datetime, now: datetime, previous: str = "") 
     except IntegrityError:
         return 0
     finally:
-        transitions.advance_jobs(next_fires={job.pk: fire_at}, now=now)
+        transitions.advance_jobs(next_fires={job.pk: fire_at})
     return 1
 
 

@@ -97,10 +97,10 @@ def create_fires(*, fires: Sequence[Fire], now: datetime) -> int:
     return store().create_fires(fires, now=now)
 
 
-def advance_jobs(*, next_fires: Mapping[Any, datetime], now: datetime) -> None:
+def advance_jobs(*, next_fires: Mapping[Any, datetime]) -> None:
     """Record the jobs' next fires (job id: time) beside the fires create_fires made, in one
-    statement (the job's state does not change)."""
-    store().advance_jobs(next_fires, now=now)
+    statement (the job's state does not change, nor its updated_at: see jobs_advance)."""
+    store().advance_jobs(next_fires)
 
 
 def create_many(*, runs: Sequence[tuple[Any, datetime]], now: datetime) -> list[Execution]:

@@ -56,9 +56,14 @@ def jobs_complete(*, job_ids: list, now: datetime, open_states: Iterable[str]) -
     )
 
 
-def jobs_advance(*, next_fires: Mapping[Any, datetime], now: datetime) -> int:
+def jobs_advance(*, next_fires: Mapping[Any, datetime]) -> int:
     """Record many jobs' next fires in one statement (no change of state): one CASE branch per
-    distinct time, so a herd of jobs that fire together is one branch."""
+    distinct time, so a herd of jobs that fire together is one branch.
+
+    updated_at stays: it is when the job's definition or state last changed (an ended job's is
+    when it ended, which the pruning's index reads), not its every fire. Writing it made each
+    fire's update of the row rewrite every index of the table (job_ended indexes it), where now
+    PostgreSQL keeps the new version on the row's page (HOT: jobs 0008)."""
     if not next_fires:
         return 0
     by_fire: dict[datetime, list] = defaultdict(list)
@@ -66,5 +71,5 @@ def jobs_advance(*, next_fires: Mapping[Any, datetime], now: datetime) -> int:
         by_fire[fire].append(job_id)
     branches = [When(pk__in=ids, then=Value(fire)) for fire, ids in by_fire.items()]
     return Job.objects.filter(pk__in=list(next_fires)).update(
-        next_fire_at=Case(*branches, output_field=DateTimeField()), updated_at=now
+        next_fire_at=Case(*branches, output_field=DateTimeField())
     )

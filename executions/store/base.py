@@ -356,9 +356,9 @@ class Store(AdmissionStatements):
         self.record_events(made_rows, source="", target=ExecutionState.PENDING, now=now, message="scheduled")
         return len(kept)
 
-    def advance_jobs(self, next_fires: Mapping[Any, datetime], *, now: datetime) -> None:
+    def advance_jobs(self, next_fires: Mapping[Any, datetime]) -> None:
         """Record each job's next fire (job id: time), in one statement."""
-        job_transitions.jobs_advance(next_fires=next_fires, now=now)
+        job_transitions.jobs_advance(next_fires=next_fires)
 
     def settle_jobs(self, *, job_ids: list, now: datetime) -> None:
         job_transitions.jobs_complete(job_ids=job_ids, now=now, open_states=OPEN_STATES)

@@ -266,7 +266,10 @@ class PostgresStore(Store, PostgresAdmissionStatements):
         # (a fire made already is no error and makes no event), the events from what was made.
         # Their trace contexts are written only when tracing made some: else the column's default.
         traced = any(f.traceparent for f in fires)
-        rows = self.fetch(
+        # In binary, as insert_new's arrays: their text form, written in Python, was a fifth of a
+        # herd's claim in Python.
+        rows = self._execute(
+            self.db,
             "WITH v AS (SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::varchar[], %s::smallint[],"
             f" %s::timestamptz[]{', %s::varchar[]' if traced else ''})"
             f" AS v(job_id, tenant_id, pool, priority, scheduled_for{', traceparent' if traced else ''})),"
@@ -281,7 +284,7 @@ class PostgresStore(Store, PostgresAdmissionStatements):
             " SELECT id, %s, '', %s, 1, '', 'scheduled' FROM made)"
             " SELECT count(*) FROM made",
             [
-                [str(f.job_id) for f in fires],
+                [as_uuid(f.job_id) for f in fires],
                 [f.tenant_id for f in fires],
                 [f.pool for f in fires],
                 [f.priority for f in fires],
@@ -294,20 +297,24 @@ class PostgresStore(Store, PostgresAdmissionStatements):
                 now,
                 ExecutionState.PENDING.value,
             ],
+            binary=True,
         )
         return int(rows[0][0])
 
-    def advance_jobs(self, next_fires: Mapping[Any, datetime], *, now: datetime) -> None:
+    def advance_jobs(self, next_fires: Mapping[Any, datetime]) -> None:
         if not next_fires:
             return
         # Joined to the arrays by primary key: the ORM's CASE over an IN list compares every
-        # row with every branch (41 ms for a claim of 500, against a few here).
-        with self.db.cursor() as cursor:
-            cursor.execute(
-                "UPDATE jobs_job SET next_fire_at = v.fire, updated_at = %s"
-                " FROM unnest(%s::uuid[], %s::timestamptz[]) AS v(id, fire) WHERE jobs_job.id = v.id",
-                [now, [str(job_id) for job_id in next_fires], list(next_fires.values())],
-            )
+        # row with every branch (41 ms for a claim of 500, against a few here). No indexed column
+        # changes, so the row's new version stays on its page (a HOT update: jobs 0008).
+        self._execute(
+            self.db,
+            "UPDATE jobs_job SET next_fire_at = v.fire"
+            " FROM unnest(%s::uuid[], %s::timestamptz[]) AS v(id, fire) WHERE jobs_job.id = v.id",
+            [[as_uuid(job_id) for job_id in next_fires], list(next_fires.values())],
+            binary=True,
+            returns=False,
+        )
 
     def notify_due(self, due: datetime) -> None:
         self._execute(self.db, "SELECT pg_notify(%s, %s)", [CHANNEL, due.isoformat()])

@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from executions.models import Execution
+from jobs import transitions as job_transitions
 from jobs.models import Priority
 from pools.models import Worker
 from tenants.services import tenant_create
@@ -75,6 +76,20 @@ def test_a_tenant_with_one_job_is_not_behind_another_tenants_backlog(db, tenant,
     _due(make_job, other_tenant, 1, later)
     sent = dispatch(later + timedelta(seconds=1), slots=2)[1]
     assert "globex" in _admitted_tenants(sent)
+
+
+def test_a_tenant_whose_earliest_due_job_is_paused_still_gets_its_turn(db, tenant, other_tenant, make_job):
+    """A contended claim finds each tenant's head at the start of its due work; when that first
+    execution's job is paused, the head is the first of an active job behind it."""
+    now = timezone.now()
+    _due(make_job, tenant, 30, now)
+    (paused,) = _due(make_job, other_tenant, 1, now - timedelta(seconds=10))
+    assert job_transitions.job_pause(job_id=paused.pk, now=now)
+    (waiting,) = _due(make_job, other_tenant, 1, now + timedelta(seconds=1))
+    sent = dispatch(now + timedelta(seconds=2), slots=2)[1]
+    ids = [d.execution_id for d in sent]
+    assert str(Execution.objects.get(job=waiting).pk) in ids
+    assert str(Execution.objects.get(job=paused).pk) not in ids
 
 
 def test_starts_follow_the_tenants_weights(db, make_job):
