@@ -11,8 +11,7 @@ import os
 import weakref
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from celery import current_app
 
@@ -34,8 +33,9 @@ def broker_priority(priority: int, *, transport: str) -> int:
     return (_HIGHEST_FIRST if transport == "amqp" else _LOWEST_FIRST)[priority]
 
 
-@dataclass(frozen=True)
-class Dispatch:
+class Dispatch(NamedTuple):
+    """One message to publish. A tuple: a claim makes a thousand at a time."""
+
     execution_id: str
     lease_token: int
     pool: str
