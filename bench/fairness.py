@@ -170,12 +170,22 @@ class Fairness:
 
     def cancel(self, tenants: list[int]) -> None:
         """The rest of a backlog, out of the way of the next figure (bench bookkeeping, not a
-        transition: no event, no observer)."""
-        self.db.conn.execute(
-            "UPDATE executions_execution SET state = 'CANCELLED', finished_at = now(), updated_at = now()"
-            " WHERE tenant_id = ANY(%s) AND state = 'PENDING'",
-            [tenants],
-        )
+        transition: no event, no observer). The running dispatcher's claim moves rows of the same
+        tenants in another order, so this may be the side PostgreSQL breaks a deadlock with: then
+        it runs again."""
+        import psycopg
+
+        for attempt in range(5):
+            try:
+                self.db.conn.execute(
+                    "UPDATE executions_execution SET state = 'CANCELLED', finished_at = now(), updated_at = now()"
+                    " WHERE tenant_id = ANY(%s) AND state = 'PENDING'",
+                    [tenants],
+                )
+                break
+            except psycopg.errors.DeadlockDetected:
+                if attempt == 4:
+                    raise
         wait_for(
             lambda: (
                 not self.db.scalar(
