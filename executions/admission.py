@@ -124,6 +124,7 @@ def _fair(pool: str, free: int, now: datetime, tenant_load: Counter[int], *, fro
         eligible = [t for t, share in shares.items() if share.allowance > 0]
         heads = s.due_heads(pool=pool, priority=priority, tenant_ids=eligible, now=now)
         contenders = {tenant_id: Contender(tenant_id, earliest) for tenant_id, earliest in heads}
+        given: Counter[int] = Counter()  # each tenant's rows chosen at this level in earlier rounds
         for _ in range(ROUNDS):
             if free <= 0 or not contenders:
                 break
@@ -132,9 +133,14 @@ def _fair(pool: str, free: int, now: datetime, tenant_load: Counter[int], *, fro
                 break
             quotas = Counter(order)
             got: dict[int, list[DueRow]] = defaultdict(list)
-            for row in s.due_of_tenants(pool=pool, priority=priority, quotas=quotas, now=now):
+            # Still PENDING, a tenant's rows chosen in an earlier round come first again: read past them.
+            wanted = {t: given[t] + quota for t, quota in quotas.items()}
+            for row in s.due_of_tenants(pool=pool, priority=priority, quotas=wanted, now=now):
                 got[row[2]].append(row)
+            for t in quotas:
+                del got[t][: given[t]]
             taken = {t: len(got[t]) for t in quotas}
+            given.update(taken)
             # Published in the fair order: the broker keeps it among what this claim admits.
             for t in order:
                 if got[t]:

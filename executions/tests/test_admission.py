@@ -92,6 +92,17 @@ def test_a_tenant_whose_earliest_due_job_is_paused_still_gets_its_turn(db, tenan
     assert str(Execution.objects.get(job=paused).pk) not in ids
 
 
+def test_starts_a_tenant_with_too_little_due_leaves_go_to_the_others(db, tenant, other_tenant, make_job):
+    """Offered two of four starts, acme has one due: its unused start goes to globex in the
+    claim's next round, as globex's third execution (not its first again)."""
+    now = timezone.now()
+    _due(make_job, tenant, 1, now)
+    _due(make_job, other_tenant, 10, now)
+    sent = dispatch(now + timedelta(seconds=1), slots=4)[1]
+    assert len({d.execution_id for d in sent}) == len(sent) == 4
+    assert Counter(_admitted_tenants(sent)) == {"acme": 1, "globex": 3}
+
+
 def test_starts_follow_the_tenants_weights(db, make_job):
     heavy, light = tenant_create(slug="heavy"), tenant_create(slug="light")
     heavy.weight = 3
