@@ -94,7 +94,7 @@ def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
             continue
         admission.held_back.add(pool)
         if free > 0:
-            taken = _fair(pool, free, now, tenant_load, from_level=min(row[3] for row in rows))
+            taken = _fair(pool, free, now, tenant_load, walk=rows)
             admission.chosen += taken
             tenant_load.update(row[2] for row in taken)
     return admission
@@ -105,8 +105,10 @@ def _within_limits(rows: list[DueRow], tenant_load: Counter[int], caps: dict[int
     return all(tenant_load[t] + n <= caps[t] for t, n in wanted.items() if t in caps)
 
 
-def _fair(pool: str, free: int, now: datetime, tenant_load: Counter[int], *, from_level: int) -> list[DueRow]:
-    """Fill `free` starts of a contended pool in fair order (see the module's docstring)."""
+def _fair(pool: str, free: int, now: datetime, tenant_load: Counter[int], *, walk: list[DueRow]) -> list[DueRow]:
+    """Fill `free` starts of a contended pool in fair order (see the module's docstring). `walk`
+    is what the pool's walk in due order read (more than `free`): the tenants' executions are
+    taken from it where it holds enough of them."""
     s = store()
     virtual_time, rows = s.shares(pool=pool)
     shares = {
@@ -118,13 +120,18 @@ def _fair(pool: str, free: int, now: datetime, tenant_load: Counter[int], *, fro
     moved: set[int] = set()
     # Level by level, from the highest the walk found due: a lower level's heads are read
     # only when the levels above leave starts free.
-    for priority in range(from_level, max(Priority.values) + 1):
+    for priority in range(min(row[3] for row in walk), max(Priority.values) + 1):
         if free <= 0:
             break
+        walked: dict[int, list[DueRow]] = defaultdict(list)
+        for row in walk:
+            if row[3] == priority:
+                walked[row[2]].append(row)
         eligible = [t for t, share in shares.items() if share.allowance > 0]
         heads = s.due_heads(pool=pool, priority=priority, tenant_ids=eligible, now=now)
         contenders = {tenant_id: Contender(tenant_id, earliest) for tenant_id, earliest in heads}
         given: Counter[int] = Counter()  # each tenant's rows chosen at this level in earlier rounds
+        chosen_ids: set = set()
         for _ in range(ROUNDS):
             if free <= 0 or not contenders:
                 break
@@ -132,15 +139,12 @@ def _fair(pool: str, free: int, now: datetime, tenant_load: Counter[int], *, fro
             if not order:
                 break
             quotas = Counter(order)
-            got: dict[int, list[DueRow]] = defaultdict(list)
             # Still PENDING, a tenant's rows chosen in an earlier round come first again: read past them.
-            wanted = {t: given[t] + quota for t, quota in quotas.items()}
-            for row in s.due_of_tenants(pool=pool, priority=priority, quotas=wanted, now=now):
-                got[row[2]].append(row)
-            for t in quotas:
-                del got[t][: given[t]]
+            due = _tenants_due(pool, priority, {t: given[t] + n for t, n in quotas.items()}, walked, now)
+            got = {t: [row for row in due.get(t, []) if row[0] not in chosen_ids][: quotas[t]] for t in quotas}
             taken = {t: len(got[t]) for t in quotas}
             given.update(taken)
+            chosen_ids.update(row[0] for picked in got.values() for row in picked)
             # Published in the fair order: the broker keeps it among what this claim admits.
             for t in order:
                 if got[t]:
@@ -154,3 +158,19 @@ def _fair(pool: str, free: int, now: datetime, tenant_load: Counter[int], *, fro
     if moved:
         s.save_shares(pool=pool, finish_tags={t: shares[t].finish_tag for t in moved}, virtual_time=fair.virtual_time)
     return chosen
+
+
+def _tenants_due(
+    pool: str, priority: int, wanted: dict[int, int], walked: dict[int, list[DueRow]], now: datetime
+) -> dict[int, list[DueRow]]:
+    """Each tenant's first `wanted[t]` executions due at `priority`, in due order (fewer if it has
+    fewer). The pool's walk read a prefix of the level's due order, so a tenant's rows in it are
+    the first of its own: where it holds enough, they are taken from it, and the database is asked
+    for the others only. In a herd the walk holds most of what a claim takes, and a single tenant's
+    backlog all of it: reading it all again was a tenth of such a claim."""
+    got = {t: walked[t][:n] for t, n in wanted.items() if len(walked.get(t, ())) >= n}
+    rest = {t: n for t, n in wanted.items() if t not in got}
+    if rest:
+        for row in store().due_of_tenants(pool=pool, priority=priority, quotas=rest, now=now):
+            got.setdefault(row[2], []).append(row)
+    return got
