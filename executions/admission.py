@@ -130,8 +130,7 @@ def _fair(pool: str, free: int, now: datetime, tenant_load: Counter[int], *, wal
         eligible = [t for t, share in shares.items() if share.allowance > 0]
         heads = s.due_heads(pool=pool, priority=priority, tenant_ids=eligible, now=now)
         contenders = {tenant_id: Contender(tenant_id, earliest) for tenant_id, earliest in heads}
-        given: Counter[int] = Counter()  # each tenant's rows chosen at this level in earlier rounds
-        chosen_ids: set = set()
+        given: dict[int, set] = defaultdict(set)  # the ids chosen of each tenant at this level
         for _ in range(ROUNDS):
             if free <= 0 or not contenders:
                 break
@@ -140,11 +139,11 @@ def _fair(pool: str, free: int, now: datetime, tenant_load: Counter[int], *, wal
                 break
             quotas = Counter(order)
             # Still PENDING, a tenant's rows chosen in an earlier round come first again: read past them.
-            due = _tenants_due(pool, priority, {t: given[t] + n for t, n in quotas.items()}, walked, now)
-            got = {t: [row for row in due.get(t, []) if row[0] not in chosen_ids][: quotas[t]] for t in quotas}
+            due = _tenants_due(pool, priority, {t: len(given[t]) + n for t, n in quotas.items()}, walked, now)
+            got = {t: [row for row in due.get(t, []) if row[0] not in given[t]][: quotas[t]] for t in quotas}
+            for t, picked in got.items():
+                given[t].update(row[0] for row in picked)
             taken = {t: len(got[t]) for t in quotas}
-            given.update(taken)
-            chosen_ids.update(row[0] for picked in got.values() for row in picked)
             # Published in the fair order: the broker keeps it among what this claim admits.
             for t in order:
                 if got[t]:
