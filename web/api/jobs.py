@@ -45,6 +45,7 @@ from web.api.job_serializers import (
     JobUpdateSerializer,
     SchedulePreviewSerializer,
     bulk_items,
+    validated_job,
 )
 from web.api.resume_serializers import ResumePreviewSerializer, ResumeQuerySerializer
 from web.audit import AuditedApi, Target
@@ -114,13 +115,12 @@ class JobListCreateApi(AuditedApi, generics.ListAPIView):
         key = request.headers.get("Idempotency-Key") or None
         if key is not None and len(key) > 255:
             raise serializers.ValidationError({"Idempotency-Key": ["must be at most 255 characters"]})
-        serializer = JobInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        tenant = tenant_to_write_in(request, serializer.validated_data.get("tenant"), what="jobs")
+        data = validated_job(request.data)
+        tenant = tenant_to_write_in(request, data.get("tenant"), what="jobs")
         try:
             result = job_create(
                 tenant=tenant,
-                fields=serializer.to_model_fields(),
+                fields=JobInputSerializer.model_fields_of(data),
                 now=db_now(),
                 idempotency_key=key,
                 fingerprint=request_fingerprint(request.data),
@@ -210,9 +210,6 @@ def _batch_detail(jobs: list[Job], *, created: bool) -> str:
 def _validate_bulk(request, items: list) -> tuple[Tenant | None, list[dict[str, Any]], list[dict[str, Any]]]:
     """Each item checked as POST /v1/jobs checks a body: the batch's tenant, the items' model
     fields, and an entry per bad item (its index and its fields' errors)."""
-    # One serializer for every item, as DRF's many=True does: building one per item would copy
-    # its fields a thousand times.
-    validator = JobInputSerializer()
     tenants: dict[str | None, Tenant | serializers.ValidationError] = {}
     batch_tenant: Tenant | None = None
     fields: list[dict[str, Any]] = []
@@ -224,7 +221,7 @@ def _validate_bulk(request, items: list) -> tuple[Tenant | None, list[dict[str, 
         item_errors: Any = field_errors(item)
         if not item_errors:
             try:
-                data = validator.run_validation(item)
+                data = validated_job(item)
             except serializers.ValidationError as exc:
                 item_errors = exc.detail
         if not item_errors:
@@ -241,7 +238,7 @@ def _validate_bulk(request, items: list) -> tuple[Tenant | None, list[dict[str, 
                 item_errors = {"tenant": [f"a batch creates in one tenant; its first job's is '{batch_tenant.slug}'"]}
             else:
                 batch_tenant = found
-                fields.append(validator.model_fields_of(data))
+                fields.append(JobInputSerializer.model_fields_of(data))
         if item_errors:
             item_errors = dict(item_errors)
             if "index" in item_errors:  # a field named like the entry's own key: said apart
