@@ -267,13 +267,14 @@ def _insert_new_jobs(*, jobs: Sequence[Job], now: datetime, actor: str) -> None:
     caller's transaction and a constant number of statements however many: one create or a
     batch costs the same round trips (the jobs; the plain ones' executions and their events and
     one wake-up; the versions)."""
-    store().insert_new(jobs)
-    plain = [(job, job.next_fire_at) for job in jobs if job.next_fire_at and not job.workflow]
-    transitions.create_many(runs=plain, now=now)
+    with store().pipelined():  # one round trip for all of them
+        store().insert_new(jobs)
+        plain = [(job, job.next_fire_at) for job in jobs if job.next_fire_at and not job.workflow]
+        transitions.create_many(runs=plain, now=now)
+        store().insert_new(versions_first(jobs=jobs, actor=actor, now=now))
     for job in jobs:
         if job.next_fire_at and job.workflow:  # a run of steps each: rarer than plain jobs, made one by one
             runs.fire(job=job, scheduled_for=job.next_fire_at, now=now)
-    store().insert_new(versions_first(jobs=jobs, actor=actor, now=now))
 
 
 def _batch_by_keys(*, tenant: Tenant, keys: list[str], fingerprint: str) -> list[Job]:

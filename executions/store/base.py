@@ -11,9 +11,11 @@ Rows come back typed the same way from both: aware datetimes, UUIDs, ints (`fetc
 rows as the ORM would). No module outside this package asks which database it is on.
 """
 
+import contextlib
 import functools
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, NamedTuple, cast
@@ -299,6 +301,12 @@ class Store(AdmissionStatements):
         """SQL and parameters: `id` is one of `ids`."""
         pk = Execution._meta.pk
         return f"id IN ({', '.join(['%s'] * len(ids))})", [pk.get_db_prep_value(as_uuid(i), self.db) for i in ids]
+
+    def pipelined(self) -> AbstractContextManager[None]:
+        """Statements sent inside go to the database together, none waiting for the answer to
+        the one before (writes nobody reads back: a create's rows); an error of one is raised at
+        the block's end, as the database's error. The embedded default sends each as it comes."""
+        return contextlib.nullcontext()
 
     def insert_new(self, rows: Sequence[Model]) -> None:
         """Insert new rows of one model (primary keys made in Python, or numbered by the database

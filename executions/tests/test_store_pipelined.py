@@ -1,0 +1,57 @@
+"""The store's pipelined block (a create's writes sent together): on PostgreSQL one round trip,
+on the embedded default each statement as it comes; on both, an error surfaces as Django's."""
+
+from datetime import UTC, datetime
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+from psycopg import pq
+
+from executions.store import store
+from jobs.models import Job, JobType
+from tenants.services import tenant_create
+
+pytestmark = pytest.mark.django_db
+
+RUN_AT = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def _job(tenant, **fields) -> Job:
+    return Job(
+        tenant=tenant, name="nightly", type=JobType.ONCE, run_at=RUN_AT, pool="default", handler="noop", **fields
+    )
+
+
+def test_a_failed_write_is_the_databases_error_at_the_blocks_end_and_leaves_nothing():
+    tenant = tenant_create(slug="acme")
+    first = _job(tenant)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        with store().pipelined():
+            store().insert_new([first])
+            store().insert_new([_job(tenant, id=first.id)])  # the same key again
+    assert not Job.objects.exists()
+    # The connection is usable after it: the next write lands.
+    store().insert_new([_job(tenant)])
+    assert Job.objects.count() == 1
+
+
+def test_writes_in_the_block_go_in_pipeline_mode_and_land():
+    if connection.vendor != "postgresql":
+        pytest.skip("the embedded default sends each statement as it comes")
+    tenant = tenant_create(slug="acme")
+    connection.ensure_connection()
+    sent: list[str] = []
+
+    def record(execute, sql, params, many, context):
+        sent.append(sql)
+        return execute(sql, params, many, context)
+
+    with transaction.atomic(), connection.execute_wrapper(record):
+        with store().pipelined():
+            assert connection.connection.pgconn.pipeline_status == pq.PipelineStatus.ON
+            store().insert_new([_job(tenant)])
+            store().insert_new([_job(tenant)])
+            store().notify_due(RUN_AT)
+        assert connection.connection.pgconn.pipeline_status == pq.PipelineStatus.OFF
+    assert len(sent) == 3
+    assert Job.objects.count() == 2
