@@ -1,65 +1,6 @@
-import functools
 from datetime import datetime
-from typing import Any, TypeVar
 
-from django.db import connections
-from django.db.models import Model
-
-from tenants.models import INBOUND_ROTATION_GRACE, ApiToken, Tenant
-
-
-def token_lookup(*, raw: str, using: str = "default") -> ApiToken | None:
-    """The live token whose key is `raw`, its tenant loaded with it; None if there is none.
-
-    Every API request asks this first, so it is one statement written once per process, not a
-    queryset: building and compiling `select_related(...).filter(...)` was a quarter of the web's
-    CPU for a POST /v1/jobs (profiled under gunicorn), three times what the query costs to run."""
-    sql, columns = _token_query(using)
-    connection = connections[using]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [ApiToken.hash_key(raw)])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    values = [_converted(value, converters, connection) for value, converters in zip(row, columns, strict=True)]
-    count = len(ApiToken._meta.concrete_fields)
-    token = _from_row(ApiToken, using, values[:count])
-    token.tenant = _from_row(Tenant, using, values[count:])
-    return token
-
-
-@functools.cache
-def _token_query(using: str) -> tuple[str, list[tuple]]:
-    """The lookup's SQL and, per column, the converters the ORM would apply to its value (SQLite
-    returns naive datetimes, which the backend makes aware)."""
-    connection = connections[using]
-    quote = connection.ops.quote_name
-    selected, converters = [], []
-    for model, alias in ((ApiToken, "t"), (Tenant, "n")):
-        for field in model._meta.concrete_fields:
-            selected.append(f"{alias}.{quote(str(field.column))}")
-            col = field.get_col(model._meta.db_table)
-            found = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
-            converters.append(tuple((converter, col) for converter in found))
-    sql = (
-        f"SELECT {', '.join(selected)} FROM {quote(ApiToken._meta.db_table)} t"
-        f" JOIN {quote(Tenant._meta.db_table)} n ON n.id = t.tenant_id"
-        " WHERE t.key_hash = %s AND t.revoked_at IS NULL"
-    )
-    return sql, converters
-
-
-def _converted(value: Any, converters: tuple, connection) -> Any:
-    for converter, col in converters:
-        value = converter(value, col, connection)
-    return value
-
-
-M = TypeVar("M", bound=Model)
-
-
-def _from_row(model: type[M], using: str, values: list) -> M:
-    return model.from_db(using, [field.attname for field in model._meta.concrete_fields], values)
+from tenants.models import INBOUND_ROTATION_GRACE, Tenant
 
 
 def tenant_get(*, slug: str) -> Tenant | None:
