@@ -1,10 +1,11 @@
 """REST plumbing shared by every app: body limit, pagination, error shape."""
 
 from collections.abc import Callable
+from datetime import UTC
 from typing import Any
 
 from django.conf import settings
-from rest_framework import exceptions, renderers, serializers, status
+from rest_framework import ISO_8601, exceptions, renderers, serializers, status
 from rest_framework.fields import is_simple_callable
 from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import BaseParser
@@ -113,7 +114,12 @@ def representer(serializer: serializers.Serializer) -> Callable[[Any], dict[str,
     for name, field in serializer.fields.items():
         if field.write_only:
             continue
-        convert = representer(field) if isinstance(field, serializers.Serializer) else field.to_representation
+        if isinstance(field, serializers.Serializer):
+            convert = representer(field)
+        elif _utc_iso_8601(field):
+            convert = _in_utc_iso_8601
+        else:
+            convert = field.to_representation
         plan.append((name, tuple(field.source_attrs), convert))
 
     # Whether a method (`get_priority_display`) is called: asked once per attribute of a class,
@@ -137,6 +143,27 @@ def representer(serializer: serializers.Serializer) -> Callable[[Any], dict[str,
         return data
 
     return represent
+
+
+def _utc_iso_8601(field: serializers.Field) -> bool:
+    """Whether `field` writes times as DRF's DateTimeField does in this project: ISO 8601, in
+    the current timezone, which is UTC (settings.TIME_ZONE; nothing activates another)."""
+    return (
+        type(field).to_representation is serializers.DateTimeField.to_representation
+        and str(getattr(field, "format", api_settings.DATETIME_FORMAT)).lower() == ISO_8601
+        and not hasattr(field, "timezone")
+        and settings.USE_TZ
+        and settings.TIME_ZONE == "UTC"
+    )
+
+
+def _in_utc_iso_8601(value: Any) -> Any:
+    """DateTimeField.to_representation for such a field: the same text, without its lookup of
+    the current timezone for every value (a tenth of a 1,000-job answer's time, profiled)."""
+    if isinstance(value, str):
+        return value
+    text = (value.astimezone(UTC) if value.tzinfo is not None else value.replace(tzinfo=UTC)).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
 class GivenIfEmpty:
