@@ -4,7 +4,10 @@ against the same server answering `GET /v1/` (no database: the HTTP and framewor
 
 - Single: `POST /v1/jobs` from `HTTP_CLIENTS` client processes, each in a loop on a keep-alive
   connection; jobs created per second, and the latency's p50.
-- Bulk: `POST /v1/jobs/bulk` with 1,000 jobs a request from `BULK_CLIENTS` clients.
+- Bulk: `POST /v1/jobs/bulk` with 1,000 jobs a request from `BULK_CLIENTS` clients. Four, not
+  two: each keep-alive connection stays with the gunicorn process that accepted it, and two
+  clients landed on the same one of the two processes about half the time, leaving a CPU idle
+  (the figure swung between ~2,000 and ~3,500 jobs/s from run to run).
 
 The clients are `http.client` loops: they share the machine's CPUs with the server and PostgreSQL,
 so the lighter they are the more the figure is the server's (`requests` cost about 1 ms of CPU a
@@ -23,7 +26,7 @@ from bench.processes import wait_for
 from bench.results import Figure
 
 HTTP_CLIENTS = 8
-BULK_CLIENTS = 2
+BULK_CLIENTS = 4
 BULK_SIZE = 1_000
 PORT = 8731
 GUNICORN_CONF, WSGI_APP = "scheduler_project/gunicorn.conf.py", "scheduler_project.wsgi"

@@ -12,6 +12,7 @@ Events posted to /v1/events (and inbound hooks) are not audited: they are data f
 per occurrence of something outside, not an actor changing the scheduler; each is kept anyway.
 """
 
+import contextlib
 import logging
 import uuid
 from typing import Any, ClassVar
@@ -21,6 +22,7 @@ from django.utils import timezone
 
 from audit.models import ActorKind, AuditOutcome
 from audit.services import Actor, Target, audit_record, client_ip, error_lines, outcome_of
+from executions.store import store
 
 __all__ = ["AuditedApi", "Target", "api_actor"]
 from web.authentication import TokenPrincipal, actor_of
@@ -68,10 +70,17 @@ class AuditedApi:
         self._audit_skip = False
         request_id = uuid.uuid4()
         try:
-            with transaction.atomic():
-                response = super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
-                if response.status_code < 400:
-                    self._record(action, AuditOutcome.OK, self._audit_detail, request_id, kwargs)
+            with contextlib.ExitStack() as after_commit:
+                with transaction.atomic():
+                    response = super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+                    if response.status_code < 400:
+                        # The row and the COMMIT go together (one round trip on PostgreSQL): the
+                        # pipeline ends after the transaction, whose commit sends what it holds.
+                        # The transaction's on_commit callbacks run inside it: none here touches
+                        # the database (they tell the live views), and one that did must not read
+                        # a row count, which a pipelined statement has only once synced.
+                        after_commit.enter_context(store().pipelined())
+                        self._record(action, AuditOutcome.OK, self._audit_detail, request_id, kwargs)
         except Exception as exc:  # a 500: recorded after the rollback, then raised as it was
             self._record_safely(action, *outcome_of(exc), request_id, kwargs)
             raise

@@ -31,7 +31,10 @@ def token_of(raw: str) -> ApiToken | None:
     .filter(...)` was a quarter of the web's CPU for a POST /v1/jobs (profiled under gunicorn),
     three times what the query costs to run."""
     sql, token_fields, tenant_fields = _token_query()
-    rows = store().fetch(sql, [ApiToken.hash_key(raw)], read_as=token_fields + tenant_fields)
+    # Pipelined: in an audited request's transaction, its BEGIN goes with the query (one round
+    # trip, not two).
+    with store().pipelined():
+        rows = store().fetch(sql, [ApiToken.hash_key(raw)], read_as=token_fields + tenant_fields)
     if not rows:
         return None
     values = rows[0]
