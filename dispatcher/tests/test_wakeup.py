@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from dispatcher.wakeup import DueClock
 from executions.store import store
-from executions.store.postgres import ALREADY_DUE, Listener, _due
+from executions.store.postgres import ALREADY_DUE, WAKE_HORIZON, Listener, _due
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,6 +45,17 @@ def test_the_listener_answers_the_earliest_due_time_it_heard(listener):
     time.sleep(0.1)  # let all three arrive
 
     assert listener.wait(5, sleep=time.sleep) == now + timedelta(seconds=5)
+
+
+def test_work_due_beyond_the_horizon_wakes_no_one(listener):
+    # A dispatcher asks for the next due time every poll (a second), long before then.
+    store().notify_due(timezone.now() + WAKE_HORIZON + timedelta(seconds=5))
+    woken, _ = _wait(listener, 0.3)
+    assert not woken
+
+    store().notify_due(timezone.now() + WAKE_HORIZON - timedelta(seconds=5))
+    woken, _ = _wait(listener, 5)
+    assert woken
 
 
 def test_without_a_notify_the_listener_sleeps_the_whole_wait(listener):

@@ -51,7 +51,7 @@ def test_writes_in_the_block_go_in_pipeline_mode_and_land():
             assert connection.connection.pgconn.pipeline_status == pq.PipelineStatus.ON
             store().insert_new([_job(tenant)])
             store().insert_new([_job(tenant)])
-            store().notify_due(RUN_AT)
+            store().notify_due(datetime.now(UTC))  # due now: a wake-up is sent
         assert connection.connection.pgconn.pipeline_status == pq.PipelineStatus.OFF
     assert len(sent) == 3
     assert Job.objects.count() == 2
