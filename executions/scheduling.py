@@ -265,11 +265,10 @@ def _jobs_create_bulk(
 
 def _insert_new_jobs(*, jobs: Sequence[Job], now: datetime, actor: str) -> None:
     """Write new jobs (their next_fire_at set) with their first runs and their versions 1, in the
-    caller's transaction and a constant number of statements however many: one create or a
-    batch costs the same round trips (the jobs; the plain ones' executions and their events and
-    one wake-up; the versions)."""
-    # A single create's five statements go in one round trip. A batch's are not pipelined: five
-    # round trips for 1,000 jobs are nothing, and its large arrays are sent more simply without.
+    caller's transaction and a constant number of statements however many (the jobs; the plain
+    ones' executions and their events and one wake-up; the versions). A single create's go in
+    one round trip; a batch's are not pipelined: five round trips for 1,000 jobs are nothing,
+    and its large arrays are sent more simply without."""
     with store().pipelined() if len(jobs) == 1 else contextlib.nullcontext():
         store().insert_new(jobs)
         plain = [(job, job.next_fire_at) for job in jobs if job.next_fire_at and not job.workflow]

@@ -1,6 +1,8 @@
 import functools
+from typing import NamedTuple
 
 from django.db import connection
+from django.db.models import Field
 from django.utils import timezone
 from rest_framework import authentication, exceptions, serializers
 
@@ -30,31 +32,43 @@ def token_of(raw: str) -> ApiToken | None:
     prepared on PostgreSQL, not a queryset: building and compiling `select_related(...)
     .filter(...)` was a quarter of the web's CPU for a POST /v1/jobs (profiled under gunicorn),
     three times what the query costs to run."""
-    sql, token_fields, tenant_fields = _token_query()
+    query = _token_query()
     # Pipelined: in an audited request's transaction, its BEGIN goes with the query (one round
     # trip, not two).
     with store().pipelined():
-        rows = store().fetch(sql, [ApiToken.hash_key(raw)], read_as=token_fields + tenant_fields)
+        rows = store().fetch(query.sql, [ApiToken.hash_key(raw)], read_as=query.fields)
     if not rows:
         return None
-    values = rows[0]
-    count = len(token_fields)
-    token = ApiToken.from_db(connection.alias, [field.attname for field in token_fields], values[:count])
-    token.tenant = Tenant.from_db(connection.alias, [field.attname for field in tenant_fields], values[count:])
+    values, count = rows[0], len(query.token_names)
+    token = ApiToken.from_db(connection.alias, query.token_names, values[:count])
+    token.tenant = Tenant.from_db(connection.alias, query.tenant_names, values[count:])
     return token
 
 
+class _TokenQuery(NamedTuple):
+    sql: str
+    fields: tuple[Field, ...]  # the columns' fields: the token's, then its tenant's
+    token_names: list[str]
+    tenant_names: list[str]
+
+
 @functools.cache
-def _token_query() -> tuple[str, list, list]:
-    token_fields, tenant_fields = list(ApiToken._meta.concrete_fields), list(Tenant._meta.concrete_fields)
+def _token_query() -> _TokenQuery:
+    token_fields, tenant_fields = ApiToken._meta.concrete_fields, Tenant._meta.concrete_fields
     quote = connection.ops.quote_name
     selected = [f"t.{quote(str(field.column))}" for field in token_fields]
     selected += [f"n.{quote(str(field.column))}" for field in tenant_fields]
     sql = (
-        f"SELECT {', '.join(selected)} FROM {ApiToken._meta.db_table} t JOIN {Tenant._meta.db_table} n"
-        " ON n.id = t.tenant_id WHERE t.key_hash = %s AND t.revoked_at IS NULL"
+        f"SELECT {', '.join(selected)} FROM {quote(ApiToken._meta.db_table)} t"
+        f" JOIN {quote(Tenant._meta.db_table)} n ON n.id = t.tenant_id"
+        " WHERE t.key_hash = %s AND t.revoked_at IS NULL"
     )
-    return sql, token_fields, tenant_fields
+    return _TokenQuery(
+        sql=sql,
+        fields=(*token_fields, *tenant_fields),
+        token_names=[field.attname for field in token_fields],
+        tenant_names=[field.attname for field in tenant_fields],
+    )
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):

@@ -453,15 +453,7 @@ class Store(AdmissionStatements):
         raw SQL on SQLite gives times as naive UTC and ids as hex strings."""
         db = self.db
         rows = self._execute(db, sql, params)
-        converters = []
-        for index, field in enumerate(read_as):
-            if field is not None:
-                # The column as the ORM's compiler selects it (a foreign key as its target's
-                # type), and what it applies to a value read: the backend's, then the field's.
-                col = field.get_col(field.model._meta.db_table)
-                functions = [*db.ops.get_db_converters(col), *col.get_db_converters(db)]
-                if functions:
-                    converters.append((index, col, functions))
+        converters = _converters(db.alias, tuple(read_as))
         if not converters:
             return rows
         converted = []
@@ -614,3 +606,20 @@ def _save_prep(field: Field, value: Any, db: BaseDatabaseWrapper) -> Any:
 
 def _value_prep(field: Field, value: Any, db: BaseDatabaseWrapper) -> Any:
     return field.get_db_prep_value(value, db)
+
+
+@functools.cache
+def _converters(alias: str, read_as: tuple[Field | None, ...]) -> list[tuple[int, Any, list]]:
+    """What `fetch` applies to the columns `read_as` names, worked out once per shape of row (a
+    bearer token's lookup asks on every API request): per converted column, its index, the column
+    as the ORM's compiler selects it (a foreign key as its target's type) and what it applies to a
+    value read, the backend's converters then the field's."""
+    db = connections[alias]
+    converters = []
+    for index, field in enumerate(read_as):
+        if field is not None:
+            col = field.get_col(field.model._meta.db_table)
+            functions = [*db.ops.get_db_converters(col), *col.get_db_converters(db)]
+            if functions:
+                converters.append((index, col, functions))
+    return converters
