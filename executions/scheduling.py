@@ -2,7 +2,6 @@
 (which re-times its pending run), cancel it with its unstarted runs, trigger a run now, pause and
 resume it. Each function is one transaction and states what it guarantees."""
 
-import contextlib
 import hashlib
 import json
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from executions.store import store
 from jobs import cron
 from jobs import transitions as job_transitions
 from jobs.models import Job, JobType
+from jobs.rows import new_row
 from jobs.states import TERMINAL as JOB_TERMINAL
 from jobs.states import InvalidJobTransition, JobState
 from jobs.versions import versions_first, versions_record
@@ -136,7 +136,15 @@ def _job_create(
                     raise QuotaExceeded(
                         f"tenant '{tenant.slug}' has reached its limit of {tenant.max_active_jobs} active jobs"
                     )
-            job = Job(tenant=tenant, idempotency_key=idempotency_key or None, request_fingerprint=fingerprint, **fields)
+            job = new_row(
+                Job,
+                {
+                    "tenant": tenant,
+                    "idempotency_key": idempotency_key or None,
+                    "request_fingerprint": fingerprint,
+                    **fields,
+                },
+            )
             if job.type == JobType.DELAYED:
                 job.run_at = _delayed_run_at(job, now)
             job.next_fire_at = first_fire(job=job, now=now)
@@ -236,11 +244,14 @@ def _jobs_create_bulk(
                     )
             jobs, invalid = [], []
             for index, fields in enumerate(items):
-                job = Job(
-                    tenant=tenant,
-                    idempotency_key=keys[index] if keys else None,
-                    request_fingerprint=fingerprint,
-                    **fields,
+                job = new_row(
+                    Job,
+                    {
+                        "tenant": tenant,
+                        "idempotency_key": keys[index] if keys else None,
+                        "request_fingerprint": fingerprint,
+                        **fields,
+                    },
                 )
                 if job.type == JobType.DELAYED:
                     job.run_at = _delayed_run_at(job, now)
@@ -266,10 +277,8 @@ def _jobs_create_bulk(
 def _insert_new_jobs(*, jobs: Sequence[Job], now: datetime, actor: str) -> None:
     """Write new jobs (their next_fire_at set) with their first runs and their versions 1, in the
     caller's transaction and a constant number of statements however many (the jobs; the plain
-    ones' executions and their events and one wake-up; the versions). A single create's go in
-    one round trip; a batch's are not pipelined: five round trips for 1,000 jobs are nothing,
-    and its large arrays are sent more simply without."""
-    with store().pipelined() if len(jobs) == 1 else contextlib.nullcontext():
+    ones' executions and their events and one wake-up; the versions), sent as one statement."""
+    with store().together():
         store().insert_new(jobs)
         plain = [(job, job.next_fire_at) for job in jobs if job.next_fire_at and not job.workflow]
         transitions.create_many(runs=plain, now=now)

@@ -31,6 +31,7 @@ from executions.moves import NAMED as NAMED  # the table of named transitions, f
 from executions.states import REDRIVABLE, RETRYABLE, TERMINAL, ExecutionState
 from executions.storable import storable_json, storable_text
 from executions.store import Beat, Fire, Moved, Started, Success, store
+from jobs.rows import new_row
 
 S = ExecutionState
 
@@ -112,15 +113,18 @@ def create_many(*, runs: Sequence[tuple[Any, datetime]], now: datetime) -> list[
         return []
     trace = tracing.traceparent()
     executions = [
-        Execution(
-            job=job,
-            tenant_id=job.tenant_id,
-            pool=job.pool,
-            priority=job.priority,
-            origin=Origin.SCHEDULE,
-            scheduled_for=scheduled_for,
-            available_at=scheduled_for,
-            traceparent=trace,
+        new_row(
+            Execution,
+            {
+                "job": job,
+                "tenant_id": job.tenant_id,
+                "pool": job.pool,
+                "priority": job.priority,
+                "origin": Origin.SCHEDULE,
+                "scheduled_for": scheduled_for,
+                "available_at": scheduled_for,
+                "traceparent": trace,
+            },
         )
         for job, scheduled_for in runs
     ]

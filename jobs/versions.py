@@ -20,6 +20,7 @@ from typing import Any
 from django.db.models import OuterRef, QuerySet, Subquery
 
 from jobs.models import Job, JobType, JobVersion, Priority
+from jobs.rows import new_row
 
 # The parts of a definition that are objects of their own: a diff names their fields one by one
 # ("retryPolicy.maxAttempts"). A payload is the handler's input and is compared whole.
@@ -110,8 +111,16 @@ def versions_first(*, jobs: Sequence[Job], actor: str, now: datetime) -> list[Jo
     read, since a job that does not exist yet has no version (the caller inserts the rows with
     the jobs, in their transaction: executions.scheduling)."""
     return [
-        JobVersion(
-            job_id=job.pk, number=1, definition=definition_of(job), changes=[], actor=actor[:200], created_at=now
+        new_row(
+            JobVersion,
+            {
+                "job_id": job.pk,
+                "number": 1,
+                "definition": definition_of(job),
+                "changes": [],
+                "actor": actor[:200],
+                "created_at": now,
+            },
         )
         for job in jobs
     ]

@@ -308,6 +308,15 @@ class Store(AdmissionStatements):
         the block's end, as the database's error. The embedded default sends each as it comes."""
         return contextlib.nullcontext()
 
+    def together(self) -> AbstractContextManager[None]:
+        """The writes made inside (statements nobody reads back: a create's job, execution, event,
+        wake-up and version) are sent at the block's end as one statement; an error of one is
+        raised there, as the database's error, and an error inside the block sends nothing.
+        They see the database as it was before all of them: none may depend on another's rows
+        but through a foreign key (checked at commit). The embedded default sends each as it
+        comes."""
+        return contextlib.nullcontext()
+
     def insert_new(self, rows: Sequence[Model]) -> None:
         """Insert new rows of one model (primary keys made in Python, or numbered by the database
         and not read back) in as few statements as the database allows: a bulk submission's jobs,
