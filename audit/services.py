@@ -21,6 +21,7 @@ from audit.models import ActorKind, AuditEntry, AuditOutcome
 from executions.scheduling import QuotaExceeded
 from executions.states import InvalidTransition
 from executions.store import store
+from jobs.rows import new_row
 from jobs.states import InvalidJobTransition
 
 T = TypeVar("T")
@@ -117,21 +118,24 @@ def entry(
     request_id=None,
 ) -> AuditEntry:
     """One row, unsaved (audit_record saves it; a bulk writer saves many in one INSERT)."""
-    return AuditEntry(
-        at=now,
-        actor_id=actor.user_id,
-        actor=storable(actor.username)[:150],
-        actor_kind=actor.kind,
-        action=action,
-        target_type=target.type,
-        target_id=str(target.id)[:64],
-        target_label=storable(target.label)[:200],
-        job_id=target.job_id,
-        tenant_id=target.tenant_id,
-        outcome=outcome,
-        detail=storable(detail)[:4000],
-        source_ip=actor.source_ip,
-        request_id=request_id if request_id is not None else uuid.uuid4(),
+    return new_row(
+        AuditEntry,
+        {
+            "at": now,
+            "actor_id": actor.user_id,
+            "actor": storable(actor.username)[:150],
+            "actor_kind": actor.kind,
+            "action": action,
+            "target_type": target.type,
+            "target_id": str(target.id)[:64],
+            "target_label": storable(target.label)[:200],
+            "job_id": target.job_id,
+            "tenant_id": target.tenant_id,
+            "outcome": outcome,
+            "detail": storable(detail)[:4000],
+            "source_ip": actor.source_ip,
+            "request_id": request_id if request_id is not None else uuid.uuid4(),
+        },
     )
 
 

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from audit.models import AuditEntry
 from executions.models import Execution
 from jobs.models import Job, JobVersion
 from jobs.rows import _defaults_of, new_row
@@ -43,6 +44,7 @@ GIVEN = {
         "traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01",
     },
     JobVersion: {"job_id": uuid.uuid4(), "number": 1, "definition": {"name": "x"}, "changes": [], "actor": "token t"},
+    AuditEntry: {"at": WHEN, "actor": "token t", "action": "job.create", "target_type": "job", "tenant_id": 7},
 }
 
 
