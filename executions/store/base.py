@@ -304,8 +304,9 @@ class Store(AdmissionStatements):
 
     def pipelined(self) -> AbstractContextManager[None]:
         """Statements sent inside go to the database together, none waiting for the answer to
-        the one before (writes nobody reads back: a create's rows); an error of one is raised at
-        the block's end, as the database's error. The embedded default sends each as it comes."""
+        the one before (an API request's BEGIN with its token's query, its audit row with its
+        COMMIT); an error of one is raised at the block's end, as the database's error. The
+        embedded default sends each as it comes."""
         return contextlib.nullcontext()
 
     def together(self) -> AbstractContextManager[None]:

@@ -212,8 +212,8 @@ class PostgresStore(Store, PostgresAdmissionStatements):
     @contextlib.contextmanager
     def pipelined(self) -> Iterator[None]:
         # psycopg's pipeline mode: on this project's benchmark machine a round trip cost ~0.1 ms
-        # of PostgreSQL's CPU and ~0.15 ms of ours whatever the statement, and a create made
-        # five of them (its job, execution, event, wake-up and version).
+        # of PostgreSQL's CPU and ~0.15 ms of ours whatever the statement, and an API write
+        # made two more than it needs (its BEGIN, its COMMIT).
         db = self.db
         db.ensure_connection()
         with db.wrap_database_errors, db.connection.pipeline():
