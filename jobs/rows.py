@@ -1,5 +1,5 @@
 """Unsaved model instances made in bulk: a job, its first execution and its version 1, a
-thousand of each for a bulk submission.
+thousand of each for a bulk submission, and every API write's audit row.
 
 `Model(**values)` walks every field of the model for every instance (its default, its
 descriptor, the keyword arguments left), which was a quarter of a `POST /v1/jobs/bulk`'s CPU

@@ -23,11 +23,12 @@ def _job(tenant, **fields) -> Job:
     )
 
 
-def test_a_failed_write_is_the_databases_error_at_the_blocks_end_and_leaves_nothing():
+@pytest.mark.parametrize("block", ["pipelined", "together"])
+def test_a_failed_write_is_the_databases_error_at_the_blocks_end_and_leaves_nothing(block):
     tenant = tenant_create(slug="acme")
     first = _job(tenant)
     with pytest.raises(IntegrityError), transaction.atomic():
-        with store().pipelined():
+        with getattr(store(), block)():
             store().insert_new([first])
             store().insert_new([_job(tenant, id=first.id)])  # the same key again
     assert not Job.objects.exists()
@@ -92,18 +93,6 @@ def test_writes_together_land_and_on_postgresql_go_as_one_statement():
         assert statement.count("INSERT INTO") == 2 and "pg_notify" in statement
     else:
         assert len(sent) >= 2  # the embedded default sends each as it comes
-
-
-def test_a_failed_write_together_is_the_databases_error_at_the_blocks_end_and_leaves_nothing():
-    tenant = tenant_create(slug="acme")
-    first = _job(tenant)
-    with pytest.raises(IntegrityError), transaction.atomic():
-        with store().together():
-            store().insert_new([first])
-            store().insert_new([_job(tenant, id=first.id)])  # the same key again
-    assert not Job.objects.exists()
-    store().insert_new([_job(tenant)])  # the connection is usable after it
-    assert Job.objects.count() == 1
 
 
 def test_an_error_inside_the_block_sends_none_of_its_writes():
