@@ -32,8 +32,13 @@ def test_a_dispatcher_killed_mid_claim_of_cron_fires_loses_and_doubles_nothing(l
     so the dispatcher's claim that takes its fire stops at its last statement, after moving the
     fires and inserting their successors; SIGKILL it there. Then a second dispatcher: every fire runs exactly once
     and every job has exactly one next fire, which its next_fire_at names."""
-    made_at = timezone.now() - timedelta(minutes=10)
-    jobs = [make_job(tenant, type="CRON", schedule="*/5 * * * *", now=made_at) for _ in range(JOBS)]
+    # Hourly at the minute half an hour from now: each job's fire of ~30 minutes ago is due and its
+    # successor ~30 minutes ahead. A schedule whose next fire falls within the test (`*/5` run a
+    # few seconds before a fifth minute) made every successor due too, and ran twice the fires.
+    now = timezone.now()
+    schedule = f"{(now.minute + 30) % 60} * * * *"
+    made_at = now - timedelta(minutes=70)
+    jobs = [make_job(tenant, type="CRON", schedule=schedule, now=made_at) for _ in range(JOBS)]
     live.worker(wait=False)
     live.ready()
     blocker = psycopg.connect(database_url())
