@@ -29,7 +29,7 @@ from executions.services import execution_cancel
 from executions.states import ACTIVE, ExecutionState, InvalidTransition
 from executions.store import DueListener, Fire, Moved, store
 from jobs import cron, misfire
-from jobs.models import ConcurrencyPolicy, Job, MisfirePolicy
+from jobs.models import ConcurrencyPolicy, MisfirePolicy
 from pools.models import Role
 from pools.roles import RoleBeat
 
@@ -71,7 +71,7 @@ class CronJob(NamedTuple):
     """What making a claimed cron fire's successor reads of its job. Rows, not model instances:
     a Job instance each was a third of a herd's claim in Python (1,000 a claim, profiled)."""
 
-    pk: uuid.UUID
+    id: uuid.UUID
     tenant_id: int
     schedule: str
     timezone: str
@@ -82,8 +82,7 @@ class CronJob(NamedTuple):
 
 
 def _cron_jobs(job_ids: set) -> dict[uuid.UUID, CronJob]:
-    rows = Job.objects.filter(pk__in=job_ids).values_list(*CronJob._fields)
-    return {row[0]: CronJob(*row) for row in rows}
+    return {row[0]: CronJob(*row) for row in store().job_rows(list(job_ids), CronJob._fields)}
 
 
 @dataclass
@@ -252,7 +251,7 @@ def _materialise_next(claimed: Sequence[Moved], jobs: dict, now: datetime) -> in
     def after(job: CronJob, moment: datetime) -> datetime:
         # By the schedule as resolved for the job (H is hashed from its id): jobs whose H lands on
         # the same minute share the computation too.
-        key = (cron.resolve(job.schedule, str(job.pk)), job.timezone, moment)
+        key = (cron.resolve(job.schedule, str(job.id)), job.timezone, moment)
         if key not in memo:
             memo[key] = cron.next_fire(*key)
         return memo[key]
@@ -266,9 +265,9 @@ def _materialise_next(claimed: Sequence[Moved], jobs: dict, now: datetime) -> in
         fire = after(job, m.scheduled_for)
         if fire <= now and job.misfire_policy != MisfirePolicy.RUN_ALL:
             fire = after(job, now)
-        trace = tracing.fire_traceparent(job_id=job.pk, scheduled_for=fire, previous=m.traceparent)
-        fires[(job.pk, fire)] = Fire(job.pk, job.tenant_id, job.pool, job.priority, fire, trace)
-        next_fires[job.pk] = max(fire, next_fires.get(job.pk, fire))
+        trace = tracing.fire_traceparent(job_id=job.id, scheduled_for=fire, previous=m.traceparent)
+        fires[(job.id, fire)] = Fire(job.id, job.tenant_id, job.pool, job.priority, fire, trace)
+        next_fires[job.id] = max(fire, next_fires.get(job.id, fire))
     created = transitions.create_fires(fires=list(fires.values()), now=now)
     transitions.advance_jobs(next_fires=next_fires)
     return created

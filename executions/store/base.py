@@ -31,6 +31,7 @@ from executions.states import TERMINAL, ExecutionState
 from executions.store.admission import AdmissionStatements
 from jobs import transitions as job_transitions
 from jobs import workflow
+from jobs.models import Job
 
 S = ExecutionState
 
@@ -380,6 +381,16 @@ class Store(AdmissionStatements):
 
     def settle_jobs(self, *, job_ids: list, now: datetime) -> None:
         job_transitions.jobs_complete(job_ids=job_ids, now=now, open_states=OPEN_STATES)
+
+    def job_rows(self, job_ids: Sequence[Any], columns: Sequence[str]) -> list[tuple]:
+        """`columns` of the jobs `job_ids` (the first column `id`), one row each, in one statement:
+        what the dispatcher reads of a claim's cron jobs. Rows, not instances, and an array
+        rather than the ORM's IN list: for a herd's 1,000 jobs the ORM's building and binding of
+        the list and the instances were a fifth of a cron fire's claim (profiled)."""
+        if not job_ids:
+            return []
+        where, params = self.id_in(job_ids)
+        return self.fetch(f"SELECT {', '.join(columns)} FROM jobs_job WHERE {where}", params, read_as=[Job._meta.pk])
 
     # --- the dispatcher's reads ----------------------------------------------------------------------
 
