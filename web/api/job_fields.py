@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone as django_timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -28,6 +29,13 @@ class ChoiceField(serializers.ChoiceField):
 class AwareDateTimeField(serializers.DateTimeField):
     """ISO 8601 with an explicit offset: a bare local time is ambiguous, so it is refused."""
 
+    def __init__(self, **kwargs) -> None:
+        # The project's zone, fixed: else DRF asks for the active zone for every value (an
+        # asgiref lookup, a sixth of a bulk create's validation, profiled). Nothing activates
+        # another zone, so the values are the same.
+        kwargs.setdefault("default_timezone", django_timezone.get_default_timezone())
+        super().__init__(**kwargs)
+
     def to_internal_value(self, value):
         if isinstance(value, str):
             try:
@@ -36,6 +44,8 @@ class AwareDateTimeField(serializers.DateTimeField):
                 self.fail("invalid", format="ISO 8601 with an offset, e.g. 2027-03-14T09:00:00Z")
             if parsed.tzinfo is None:
                 raise serializers.ValidationError("must include a UTC offset, e.g. 2027-03-14T09:00:00Z")
+            # What DRF's own parse returns (its ISO 8601 parse is this fromisoformat), not parsed twice.
+            return self.enforce_timezone(parsed)
         return super().to_internal_value(value)
 
 
