@@ -119,7 +119,7 @@ def representer(serializer: serializers.Serializer) -> Callable[[Any], dict[str,
         elif _utc_iso_8601(field):
             convert = _utc_text()
         else:
-            convert = field.to_representation
+            convert = _plain(field) or field.to_representation
         plan.append((name, tuple(field.source_attrs), convert))
 
     # Whether a method (`get_priority_display`) is called: asked once per attribute of a class,
@@ -143,6 +143,28 @@ def representer(serializer: serializers.Serializer) -> Callable[[Any], dict[str,
         return data
 
     return represent
+
+
+def _plain(field: serializers.Field) -> Callable[[Any], Any] | None:
+    """What DRF's own to_representation of `field` comes to, called directly: for a 1,000-job
+    answer's 25,000 values, DRF's method per value was a fifth of the answer."""
+    method = type(field).to_representation
+    if method is serializers.CharField.to_representation:
+        return str
+    if method is serializers.IntegerField.to_representation:
+        return int
+    if method is serializers.BooleanField.to_representation:
+        general = field.to_representation
+        return lambda value: value if type(value) is bool else general(value)
+    if method is serializers.JSONField.to_representation and not field.binary:  # type: ignore[attr-defined]
+        return _as_is
+    if method is serializers.SerializerMethodField.to_representation:
+        return getattr(field.parent, field.method_name)  # type: ignore[attr-defined]
+    return None
+
+
+def _as_is(value: Any) -> Any:
+    return value
 
 
 def _utc_iso_8601(field: serializers.Field) -> bool:
