@@ -29,7 +29,7 @@ class StrictSerializer(serializers.Serializer):
         # DRF's Serializer.to_internal_value, planned once per serializer, and without the fields
         # that are absent, optional and without a default: DRF runs each of those to catch the
         # SkipField it raises, which for a job's body (4 fields given of 17) was a third of its
-        # validation (jobs/tests/test_payloads.py checks it against DRF's own).
+        # validation (web/tests/test_strict_serializer.py holds it to DRF's own).
         validated: dict[str, Any] = {}
         errors: dict[str, Any] = {}
         for field, validate_method, skipped_if_absent in plan:

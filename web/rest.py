@@ -122,7 +122,7 @@ def representer(serializer: serializers.Serializer) -> Callable[[Any], dict[str,
             convert = _plain(field) or field.to_representation
         plan.append((name, tuple(field.source_attrs), convert))
 
-    # Whether a method (`get_priority_display`) is called: asked once per attribute of a class,
+    # Whether a method (a model's `get_FOO_display`) is called: asked once per attribute of a class,
     # not per object (is_simple_callable reads its signature). Not per function: a partialmethod
     # (Django's get_FOO_display) is a new object at each access.
     simple: dict[tuple[type, str], bool] = {}

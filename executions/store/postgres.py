@@ -291,8 +291,8 @@ class PostgresStore(Store, PostgresAdmissionStatements):
                 # The same for every row (a batch's tenant, pool, states, policies, times: most
                 # columns), sent once: psycopg writes an array element by element in Python, and
                 # its columns of equal values were most of what a bulk create's statement cost
-                # us. Equal values are one value of the column's type; JSON is never sent so
-                # ({"a": 1} == {"a": True}).
+                # us. Equal values are one value of the column's type. JSON columns go whole:
+                # {"a": 1} == {"a": True} in Python, yet they are other JSON.
                 params.append([column[0]])
             else:
                 params.append(list(column))
