@@ -9,6 +9,7 @@ field, before anything is validated or written. The API's parser and the dashboa
 both parse through `loads`.
 """
 
+import itertools
 import json
 import math
 import re
@@ -20,7 +21,12 @@ from typing import Any
 MAX_DEPTH = 32
 
 # A JSON string (escapes included) or a bracket: enough to measure nesting without parsing.
-_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+_TOKENS = re.compile(_STRING + r"|[\[\]{}]")
+_STRINGS = re.compile(_STRING)
+# A bracket's step in depth; every other character is dropped.
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
@@ -100,6 +106,8 @@ def _too_deep(text: str, limit: int) -> str | None:
     """The top-level key whose value nests deeper than `limit` (counting the document's own
     brackets), "" when the document itself does, None when nothing does. Strings are skipped
     whole, so brackets inside them do not count."""
+    if _depth(text) <= limit:
+        return None  # the common case, measured without a step of Python per token
     depth = 0
     key = ""
     for match in _TOKENS.finditer(text):
@@ -115,6 +123,17 @@ def _too_deep(text: str, limit: int) -> str | None:
         else:
             depth -= 1
     return None
+
+
+def _depth(text: str) -> int:
+    """How deep the document's brackets nest, outside its strings: what _too_deep's walk finds,
+    by the regular expression and C loops (the walk was 3.5 ms of a 1,000-job batch's body)."""
+    if "\\" in text or text.count('"') % 2:
+        outside = _STRINGS.sub("", text)  # an escape may hide a quote: the strings matched whole
+    else:
+        outside = "".join(text.split('"')[::2])  # each string is between a quote and the next
+    brackets = _NOT_BRACKETS.sub("", outside)
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets), initial=0))
 
 
 def _decode_key(token: str) -> str:
