@@ -78,8 +78,11 @@ def test_an_every_minute_job_is_expanded_only_so_far_and_says_so(tenant, make_jo
 
 
 def test_the_page_lists_a_clicked_buckets_jobs(member_client, tenant, other_tenant, make_job):
-    make_job(tenant, type="CRON", schedule="0 0 * * *", name="ours")
-    make_job(other_tenant, type="CRON", schedule="0 0 * * *", name="theirs")
+    # Daily at an hour some six hours ahead of the real clock the page reads: inside its 24 hours
+    # (which start at the current bucket) whatever the time of day, as midnight is not at 00:05.
+    schedule = f"0 {(datetime.now(UTC) + timedelta(hours=6)).hour} * * *"
+    make_job(tenant, type="CRON", schedule=schedule, name="ours")
+    make_job(other_tenant, type="CRON", schedule=schedule, name="theirs")
 
     page = member_client.get("/dashboard/upcoming/")
     assert page.status_code == 200
