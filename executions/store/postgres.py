@@ -261,14 +261,13 @@ class PostgresStore(Store, PostgresAdmissionStatements):
         # What a save fills (created_at, updated_at), filled on the instances too: a time once
         # for the batch, whose rows one statement writes at one instant (a clock read per row and
         # per field was a twentieth of a bulk create, and left the answer's rows no time in common).
+        for field in insert.stamped:
+            stamp = field.pre_save(rows[0], True)
+            for row in rows[1:]:
+                setattr(row, field.attname, stamp)
         for field in insert.filled:
-            if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
-                stamp = field.pre_save(rows[0], True)
-                for row in rows[1:]:
-                    setattr(row, field.attname, stamp)
-            else:
-                for row in rows:
-                    field.pre_save(row, True)
+            for row in rows:
+                field.pre_save(row, True)
         # Values go as the fields hold them (str, int, UUID, aware datetime), which psycopg adapts;
         # only JSON needs the field's own adapter. Preparing every value the ORM's way, or even
         # asking each field for each row's value, cost as much again as the statement.
@@ -598,7 +597,8 @@ class CancelNotifications(_Listening, CancelListener):
 
 class _Insert(NamedTuple):
     read: Callable[[Model], tuple]  # a row's values, column by column
-    filled: list[Field]  # the fields a save fills (auto_now, auto_now_add)
+    stamped: list[Field]  # the fields a save fills with the time (auto_now, auto_now_add)
+    filled: list[Field]  # the other fields a save fills (a pre_save of their own)
     json: list[Field | None]  # per column, its field if its values need JSON's adapter
     one: str  # a row's values
     many: str  # an array per column (of one element: that value in every row), then the count
@@ -628,15 +628,11 @@ def _insert_of(model: type[Model], alias: str) -> _Insert:
         f"CASE WHEN cardinality(a.c{i}) = 1 THEN array_fill(a.c{i}[1], ARRAY[a.n]) ELSE a.c{i} END"
         for i in range(len(fields))
     )
+    stamped = [field for field in fields if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False)]
     return _Insert(
         read=operator.attrgetter(*(field.attname for field in fields)),
-        filled=[
-            field
-            for field in fields
-            if getattr(field, "auto_now", False)
-            or getattr(field, "auto_now_add", False)
-            or type(field).pre_save not in _READ_ONLY_PRE_SAVE
-        ],
+        stamped=stamped,
+        filled=[f for f in fields if f not in stamped and type(f).pre_save not in _READ_ONLY_PRE_SAVE],
         json=[field if isinstance(field, JSONField) else None for field in fields],
         one=f"INSERT INTO {table} ({columns}) VALUES ({values})",
         many=f"INSERT INTO {table} ({columns}) SELECT u.* FROM (SELECT {arrays}, %s::integer AS n) AS a,"
