@@ -23,7 +23,7 @@ from jobs.models import Job, JobType
 from jobs.rows import new_row
 from jobs.states import TERMINAL as JOB_TERMINAL
 from jobs.states import InvalidJobTransition, JobState
-from jobs.versions import versions_first, versions_record
+from jobs.versions import version_one, versions_record
 from tenants.models import Tenant
 from tenants.services import submit_rate_check
 
@@ -98,7 +98,7 @@ def job_create(
     With an idempotency key, a repeat of the same request returns the job the first one made,
     even when the two race: the unique index on (tenant, key) lets exactly one insert win.
     The same key with another body raises IdempotencyConflict.
-    The job's version 1 (jobs.versions), made by `actor`, commits with it.
+    `actor` is kept on the job as who created it: its version 1's author (jobs.versions).
     Traced as `tickwork.create_job`, whose context the execution stores (executions/tracing.py).
     """
     with tracing.span("tickwork.create_job", {"tenant.slug": tenant.slug, "job.type": fields.get("type")}) as span:
@@ -142,13 +142,14 @@ def _job_create(
                     "tenant": tenant,
                     "idempotency_key": idempotency_key or None,
                     "request_fingerprint": fingerprint,
+                    "created_by": actor[:200],
                     **fields,
                 },
             )
             if job.type == JobType.DELAYED:
                 job.run_at = _delayed_run_at(job, now)
             job.next_fire_at = first_fire(job=job, now=now)
-            _insert_new_jobs(jobs=[job], now=now, actor=actor)
+            _insert_new_jobs(jobs=[job], now=now)
     except IntegrityError:
         if not idempotency_key:
             raise
@@ -203,7 +204,7 @@ def jobs_create_bulk(
     - with an idempotency key, the same batch again (same fingerprint) returns the jobs the first
       one made, in order, even when the two race; the key with another body raises
       IdempotencyConflict (see `bulk_item_key` for how a batch's key is stored);
-    - each job's version 1 (jobs.versions), made by `actor`, commits with it (one statement).
+    - `actor` is kept on each job as who created it: its version 1's author (jobs.versions).
     Traced as one `tickwork.create_jobs`, whose context every execution of the batch stores.
     """
     if not items:
@@ -250,6 +251,7 @@ def _jobs_create_bulk(
                         "tenant": tenant,
                         "idempotency_key": keys[index] if keys else None,
                         "request_fingerprint": fingerprint,
+                        "created_by": actor[:200],
                         **fields,
                     },
                 )
@@ -263,7 +265,7 @@ def _jobs_create_bulk(
                 jobs.append(job)
             if invalid:
                 raise InvalidItems(invalid)
-            _insert_new_jobs(jobs=jobs, now=now, actor=actor)
+            _insert_new_jobs(jobs=jobs, now=now)
     except IntegrityError:
         if not keys:
             raise
@@ -274,15 +276,15 @@ def _jobs_create_bulk(
     return BulkCreateResult(jobs, created=True)
 
 
-def _insert_new_jobs(*, jobs: Sequence[Job], now: datetime, actor: str) -> None:
-    """Write new jobs (their next_fire_at set) with their first runs and their versions 1, in the
-    caller's transaction and a constant number of statements however many (the jobs; the plain
-    ones' executions and their events and one wake-up; the versions), sent as one statement."""
+def _insert_new_jobs(*, jobs: Sequence[Job], now: datetime) -> None:
+    """Write new jobs (their next_fire_at set) with their first runs, in the caller's transaction
+    and a constant number of statements however many (the jobs; the plain ones' executions and
+    their events and one wake-up), sent as one statement. No version: a new job's version 1 is its
+    row (jobs.versions)."""
     with store().together():
         store().insert_new(jobs)
         plain = [(job, job.next_fire_at) for job in jobs if job.next_fire_at and not job.workflow]
         transitions.create_many(runs=plain, now=now)
-        store().insert_new(versions_first(jobs=jobs, actor=actor, now=now))
     for job in jobs:
         if job.next_fire_at and job.workflow:  # a run of steps each: rarer than plain jobs, made one by one
             runs.fire(job=job, scheduled_for=job.next_fire_at, now=now)
@@ -324,6 +326,7 @@ def job_update(*, job: Job, fields: dict[str, Any], now: datetime, actor: str = 
     if job.state in JOB_TERMINAL:
         # Nothing of a finished job will run again, so a new time would promise a phantom fire.
         raise InvalidJobTransition(job.id, job.state, "updated")
+    before = {job.pk: version_one(job)}  # its version 1, should the row still be the only one that holds it
     for name, value in fields.items():
         setattr(job, name, value)
     pending = Execution.objects.filter(job=job, state=ExecutionState.PENDING)
@@ -349,7 +352,7 @@ def job_update(*, job: Job, fields: dict[str, Any], now: datetime, actor: str = 
         runs.fire(job=job, scheduled_for=scheduled_for, now=now)
     job.save()
     # Under the row lock taken above: concurrent updates of the job number their versions in turn.
-    versions_record(jobs=[job], actor=actor, now=now)
+    versions_record(jobs=[job], actor=actor, now=now, before=before)
     if {"pool", "priority"} & fields.keys():
         # A retry waiting here takes its earlier attempts to the new pool: the metrics' retries
         # of each pool stay where they were (executions/tallies.py).

@@ -83,6 +83,9 @@ class Job(models.Model):
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     # SHA-256 of the canonical request body, to tell a replay from a conflicting reuse of the key.
     request_fingerprint = models.CharField(max_length=64, blank=True)
+    # Who created the job, as the request knew it: the author of its version 1, which this row
+    # holds until the definition first changes (jobs.versions).
+    created_by = models.CharField(max_length=200, blank=True, default="", db_default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -133,8 +136,9 @@ class JobVersion(models.Model):
     and which fields it changed against the version before. Written by jobs.versions only.
 
     Version 1 is the definition the job was created with (no changes); each change of the
-    definition adds the next number. The numbers of a job are unique in the database, so two
-    writers racing for the same number cannot both succeed."""
+    definition adds the next number. A job's versions are stored from its first change on: until
+    then its version 1 is its own row (jobs.versions). The numbers of a job are unique in the
+    database, so two writers racing for the same number cannot both succeed."""
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="versions", db_index=False)
     number = models.PositiveIntegerField()

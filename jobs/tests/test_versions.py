@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from executions.scheduling import job_update
 from jobs.models import Job, JobVersion
-from jobs.versions import changes_between, definition_of, versions_record
+from jobs.versions import changes_between, definition_of, version_list, version_one, versions_record
 from tenants.services import tenant_create
 
 NOW = datetime(2031, 3, 14, 9, 0, tzinfo=UTC)
@@ -30,6 +30,7 @@ def _unsaved_jobs(tenant, count: int) -> list[Job]:
             handler="noop",
             payload={"i": i},
             next_fire_at=NOW,
+            created_by="bulk",
         )
         for i in range(count)
     ]
@@ -65,41 +66,57 @@ def test_the_definition_has_the_timing_fields_of_the_jobs_type_only(make_job):
 
 @pytest.mark.django_db
 def test_recording_1000_jobs_costs_a_constant_number_of_statements():
-    """A thousand new jobs get version 1 each from one read and one INSERT (on SQLite, the INSERT
-    in Django's batches of 999 variables); ten jobs cost the same read and the same INSERT."""
+    """A thousand jobs changed for the first time get their version 1 (from their rows before the
+    change) and version 2 from one read and one INSERT (on SQLite, the INSERT in Django's batches
+    of 999 variables); ten jobs cost the same read and the same INSERT."""
     tenant = tenant_create(slug="acme")
     few, many = Job.objects.bulk_create(_unsaved_jobs(tenant, 10)), Job.objects.bulk_create(_unsaved_jobs(tenant, 1000))
+    before = {job.pk: version_one(job) for job in few + many}
+    for job in few + many:
+        job.timeout_sec = 60
 
     with CaptureQueriesContext(connection) as small:
-        versions_record(jobs=few, actor="bulk", now=NOW)
+        versions_record(jobs=few, actor="editor", now=NOW, before=before)
     with CaptureQueriesContext(connection) as large:
-        versions_record(jobs=many, actor="bulk", now=NOW)
+        versions_record(jobs=many, actor="editor", now=NOW, before=before)
 
     assert len(small) == 2
     if connection.vendor == "postgresql":
         assert len(large) == 2
-    else:  # one read, and the INSERT in batches of 999 // 6 columns
-        assert len(large) == 1 + -(-1000 // (999 // 6))
+    else:  # one read, and the INSERT of 2,000 versions in batches of 999 // 6 columns
+        assert len(large) == 1 + -(-2000 // (999 // 6))
     assert JobVersion.objects.filter(number=1, changes=[], actor="bulk").count() == 1010
-    assert JobVersion.objects.get(job=many[7]).definition["payload"] == {"i": 7}
+    assert JobVersion.objects.filter(number=2, actor="editor").count() == 1010
+    assert JobVersion.objects.get(job=many[7], number=1).definition["payload"] == {"i": 7}
+    assert JobVersion.objects.get(job=many[7], number=1).definition["timeoutSec"] == 3600
 
 
 @pytest.mark.django_db
-def test_recording_again_writes_the_next_number_only_for_jobs_whose_definition_changed():
+def test_recording_writes_the_next_number_only_for_jobs_whose_definition_changed():
+    """A job whose definition did not change gets no version, and its row stays its version 1; a
+    job's first change stores its version 1 with version 2, a later change version 3 alone."""
     tenant = tenant_create(slug="acme")
     jobs = Job.objects.bulk_create(_unsaved_jobs(tenant, 300))
-    versions_record(jobs=jobs, actor="bulk", now=NOW)
+    before = {job.pk: version_one(job) for job in jobs}
     for job in jobs[:100]:
         job.timeout_sec = 60
 
     with CaptureQueriesContext(connection) as queries:
-        versions_record(jobs=jobs, actor="bulk", now=NOW + timedelta(minutes=1))
+        versions_record(jobs=jobs, actor="editor", now=NOW + timedelta(minutes=1), before=before)
 
     assert len(queries) <= 3
-    assert JobVersion.objects.filter(number=2).count() == 100
+    assert JobVersion.objects.filter(number=1).count() == JobVersion.objects.filter(number=2).count() == 100
     assert JobVersion.objects.get(job=jobs[0], number=2).changes == [{"field": "timeoutSec", "from": 3600, "to": 60}]
-    assert not JobVersion.objects.filter(job=jobs[150], number=2).exists()
-    versions_record(jobs=[], actor="nobody", now=NOW)  # nothing to do, nothing asked
+    assert not JobVersion.objects.filter(job=jobs[150]).exists()
+    [unchanged] = version_list(job=jobs[150])
+    assert (unchanged.number, unchanged.actor, unchanged.definition) == (1, "bulk", definition_of(jobs[150]))
+
+    for job in jobs[:10]:
+        job.timeout_sec = 30
+    versions_record(jobs=jobs[:100], actor="editor", now=NOW + timedelta(minutes=2), before=before)
+    assert JobVersion.objects.filter(number=3).count() == 10
+    assert JobVersion.objects.filter(number=1).count() == 100  # stored once, at the first change
+    versions_record(jobs=[], actor="nobody", now=NOW, before={})  # nothing to do, nothing asked
 
 
 @pytest.mark.django_db(transaction=True)
@@ -148,7 +165,7 @@ def test_the_data_migration_gives_every_job_without_versions_its_version_1(make_
     tenant = tenant_create(slug="acme")
     jobs = [make_job(tenant, type=kind) for kind in ("ONCE", "DELAYED", "CRON", "CRON", "ONCE", "ONCE", "CRON")]
     kept = jobs[0]
-    JobVersion.objects.exclude(job=kept).delete()
+    JobVersion.objects.create(job=kept, number=1, definition=definition_of(kept), changes=[], actor="", created_at=NOW)
 
     migration.backfill(apps, None)
 

@@ -182,10 +182,13 @@ def test_an_ended_job_goes_once_its_executions_are_pruned_and_a_live_one_stays(s
     """A one-off job that COMPLETED is deleted (with its versions) once its last execution is
     pruned, so the jobs table holds steady at a constant daily volume; a job with an execution
     left, and a cron job still ACTIVE, stay."""
+    from executions.scheduling import job_update
     from jobs.models import Job, JobVersion
 
     settings.TICKWORK_RETENTION_DAYS = 30
     done, execution = _running(make_job, tenant, now)
+    job_update(job=done, fields={"name": "renamed"}, now=now)  # versions 1 and 2 stored
+    assert JobVersion.objects.filter(job_id=done.pk).count() == 2
     succeed(execution.pk, now=now)
     Job.objects.filter(pk=done.pk).update(updated_at=now)  # it ended then
     assert Job.objects.get(pk=done.pk).state == "COMPLETED"

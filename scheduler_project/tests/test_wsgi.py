@@ -10,6 +10,7 @@ import requests
 
 from audit.models import AuditEntry
 from jobs.models import Job
+from jobs.versions import version_latest
 from tenants.services import token_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,7 +26,7 @@ def test_gunicorn_serves_the_api_the_dashboard_the_admin_and_metrics(web_server,
     assert created.status_code == 201, created.text
     job = Job.objects.get(pk=created.json()["jobId"], tenant=tenant)
     assert created.json()["lastRunState"] is None
-    assert job.versions.get().number == 1
+    assert version_latest(job=job).number == 1
     assert requests.get(f"{base}/v1/jobs/{job.pk}", headers=auth, timeout=30).json()["name"] == "wsgi"
 
     bulk = requests.post(f"{base}/v1/jobs/bulk", json={"jobs": [body, {**body, "name": "wsgi 2"}]}, headers=auth)

@@ -17,7 +17,7 @@ from executions.clock import db_now
 from executions.scheduling import job_update
 from jobs.models import Job, JobVersion
 from jobs.selectors import job_get, job_locked
-from jobs.versions import version_get, version_latest, version_list
+from jobs.versions import version_get, version_latest, version_one, versions_stored
 from tenants.selectors import scope_of
 from web.api.job_serializers import JobOutputSerializer, JobUpdateSerializer
 from web.audit import AuditedApi, Target
@@ -153,7 +153,21 @@ class JobVersionListApi(generics.ListAPIView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no request, no job
             return JobVersion.objects.none()
-        return version_list(job=_job_or_404(self.request, self.kwargs["job_id"]))
+        return self.stored
+
+    def list(self, request, *args, **kwargs):
+        job = _job_or_404(request, self.kwargs["job_id"])
+        stored = versions_stored(job=job)
+        if stored is not None:
+            self.stored = stored
+            return super().list(request, *args, **kwargs)
+        # A job whose definition never changed: its one version is its row (jobs.versions), a
+        # page of one. Its parameters are checked as any page's are.
+        paginator = self.paginator
+        assert isinstance(paginator, VersionPagination)
+        paginator.get_page_size(request)
+        paginator.decode_cursor(request)
+        return Response({"next": None, "previous": None, "results": [self.get_serializer(version_one(job)).data]})
 
 
 class JobVersionRestoreApi(AuditedApi, APIView):

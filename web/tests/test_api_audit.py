@@ -8,6 +8,7 @@ from rest_framework.test import APIClient
 
 from audit.models import AuditEntry
 from jobs.models import Job
+from jobs.versions import version_latest
 from tenants.services import token_create
 
 pytestmark = pytest.mark.django_db
@@ -34,7 +35,7 @@ def test_a_job_created_with_a_token_is_audited_under_the_tokens_name(deploy, ten
     entry = AuditEntry.objects.get()
     job = Job.objects.get()
     assert entry.actor == f"token deploy ({deploy.token.key_prefix}) of acme"
-    assert entry.actor == job.versions.get().actor
+    assert entry.actor == version_latest(job=job).actor == job.created_by
     assert (entry.actor_kind, entry.action, entry.outcome) == ("api", "job.create", "OK")
     assert (entry.target_type, entry.target_id, entry.target_label) == ("job", str(job.pk), "nightly")
     assert (entry.job_id, entry.tenant_id, entry.actor_id) == (job.pk, tenant.pk, None)

@@ -100,6 +100,29 @@ def test_an_update_records_the_next_version_with_the_changed_fields_and_its_acto
     assert v1["definition"]["schedule"] == "0 * * * *"
 
 
+def test_version_1_is_the_jobs_row_until_its_first_change_which_stores_it_unchanged(api, tenant):
+    """No copy of a new job's definition is written (jobs.versions): its version 1 is read from its
+    row, on a page whose parameters are checked as any page's are, and its first change stores that
+    version 1, as it was listed, beside version 2."""
+    job_id = create(api)
+    [before] = versions(api, job_id)
+    job = api.get(f"/v1/jobs/{job_id}").json()
+
+    assert not JobVersion.objects.filter(job_id=job_id).exists()
+    assert datetime.fromisoformat(before["createdAt"]) == datetime.fromisoformat(job["createdAt"])
+    assert api.get(f"/v1/jobs/{job_id}/versions?pageSize=0").status_code == 400
+    assert api.get(f"/v1/jobs/{job_id}/versions?cursor=junk").status_code == 404
+    page = api.get(f"/v1/jobs/{job_id}/versions?pageSize=1").json()
+    assert page == {"next": None, "previous": None, "results": [before]}
+
+    assert api.patch(f"/v1/jobs/{job_id}", {"name": "renamed"}, format="json").status_code == 200
+
+    v2, v1 = versions(api, job_id)
+    assert v1 == before
+    assert v2["changes"] == [{"field": "name", "from": "hourly", "to": "renamed"}]
+    assert JobVersion.objects.filter(job_id=job_id).count() == 2
+
+
 @pytest.mark.parametrize(
     "body",
     [
@@ -124,7 +147,8 @@ def test_an_invalid_update_records_no_version(api, tenant):
 
     assert api.patch(f"/v1/jobs/{job_id}", {"schedule": "not cron"}, format="json").status_code == 400
 
-    assert JobVersion.objects.filter(job_id=job_id).count() == 1
+    assert [v["version"] for v in versions(api, job_id)] == [1]
+    assert not JobVersion.objects.filter(job_id=job_id).exists()
 
 
 def test_restore_makes_a_new_version_equal_to_n_and_re_times_the_pending_fire(api, tenant):
@@ -192,8 +216,9 @@ def test_restoring_the_current_definition_records_no_version(api, tenant):
     response = api.post(f"/v1/jobs/{job_id}/versions/1/restore")
 
     assert response.status_code == 200
-    assert response.json()["version"]["version"] == 1
-    assert JobVersion.objects.filter(job_id=job_id).count() == 1
+    assert response.json()["version"] == versions(api, job_id)[0]
+    assert [v["version"] for v in versions(api, job_id)] == [1]
+    assert not JobVersion.objects.filter(job_id=job_id).exists()
 
 
 @pytest.mark.parametrize("number", ["0", "2", "99", "99999999999999999999", "-1", "x", "1.0", "\u0661"])
@@ -205,7 +230,7 @@ def test_restore_of_an_unknown_version_is_a_json_404(api, tenant, number):
 
     assert response.status_code == 404
     assert response["Content-Type"] == "application/json"
-    assert JobVersion.objects.filter(job_id=job_id).count() == 1
+    assert [v["version"] for v in versions(api, job_id)] == [1]
 
 
 def test_another_tenants_job_is_404_for_its_versions_and_their_restore(api, other_api, tenant):
