@@ -81,7 +81,8 @@ class Job(models.Model):
     next_fire_at = models.DateTimeField(null=True, blank=True)
     # Null, not "", when absent: the unique index must ignore jobs created without a key.
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
-    # SHA-256 of the canonical request body, to tell a replay from a conflicting reuse of the key.
+    # SHA-256 of the canonical request body, to tell a replay from a conflicting reuse of the key;
+    # empty without a key (nothing to tell).
     request_fingerprint = models.CharField(max_length=64, blank=True)
     # Who created the job, as the request knew it: the author of its version 1, which this row
     # holds until the definition first changes (jobs.versions).

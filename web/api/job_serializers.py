@@ -217,7 +217,7 @@ class RetryPolicyOutputSerializer(serializers.Serializer):
 
 class _BlankAsNull(serializers.CharField):
     def to_representation(self, value):
-        return super().to_representation(value) or None
+        return str(value) or None  # CharField's own, str(value), without the call through super()
 
 
 class _PriorityName(serializers.CharField):
