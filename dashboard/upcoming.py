@@ -27,7 +27,9 @@ from pools.registry import Capacity
 
 WINDOW = timedelta(hours=24)
 BUCKET = timedelta(minutes=15)
-BUCKETS = int(WINDOW / BUCKET)
+# One more than the window holds: the first bucket starts up to a bucket before now, so the fires
+# just under 24 hours ahead (tomorrow's midnight herd, seen from 00:05) fall in the last one.
+BUCKETS = int(WINDOW / BUCKET) + 1
 MAX_JOBS = 5000
 MAX_SCHEDULES = 200
 MAX_FIRES_PER_SCHEDULE = 288
@@ -91,7 +93,7 @@ class Upcoming:
 
 def upcoming_fires(*, scope: list[int] | None, now: datetime) -> Upcoming:
     start = now.replace(second=0, microsecond=0, minute=now.minute - now.minute % 15)
-    end = start + WINDOW
+    end = start + BUCKETS * BUCKET
     jobs = Job.objects.filter(state=JobState.ACTIVE, next_fire_at__isnull=False, next_fire_at__lt=end)
     if scope is not None:
         jobs = jobs.filter(tenant_id__in=scope)

@@ -36,6 +36,20 @@ def test_a_midnight_herd_shows_in_its_bucket_with_its_jobs(tenant, make_job):
     assert fires.start == datetime(2026, 11, 26, 21, 0, tzinfo=UTC)
 
 
+def test_every_fire_of_the_next_24_hours_is_shown_whatever_the_minute(tenant, make_job):
+    """Seen from 00:05, tomorrow's midnight herd is 23 h 55 min away: it is on the page, in its last
+    bucket (the first starts at 00:00, before now), and so is every fire up to 24 hours from now."""
+    at = datetime(2026, 11, 27, 0, 5, tzinfo=UTC)
+    make_job(tenant, type="CRON", schedule="0 0 * * *", name="export", now=at)
+    make_job(tenant, type="ONCE", run_at=at + timedelta(hours=24), name="a day on", now=at)
+
+    fires = upcoming_fires(scope=None, now=at)
+
+    assert fires.buckets[-1].start == datetime(2026, 11, 28, 0, 0, tzinfo=UTC)
+    assert fires.buckets[-1].count == 2
+    assert fires.total == 2
+
+
 def test_fires_follow_the_jobs_timezone(tenant, make_job):
     """Midnight in Tokyo is 15:00 UTC."""
     make_job(tenant, type="CRON", schedule="0 0 * * *", timezone="Asia/Tokyo", now=NOW)
