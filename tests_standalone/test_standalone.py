@@ -267,7 +267,10 @@ def test_defect8_sigterm_to_the_process_group_stops_within_10s_and_releases_the_
 
     sent = time.monotonic()
     os.killpg(app.process.pid, signal.SIGTERM)
-    code = app.process.wait(10)
+    try:
+        code = app.process.wait(10)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the supervisor outlived SIGTERM by 10 s:\n{app.output()}\nworker:\n{app.logs('worker')[-3000:]}")
     while _processes_with_marker(app.marker) and time.monotonic() - sent < 10:
         time.sleep(0.1)
     stopped_after = time.monotonic() - sent
