@@ -122,15 +122,15 @@ class Chains(Feed):
                 claimed = first[(down["id"], "PENDING", "QUEUED")]
                 total.append(_ms(down["started_at"] - finished))
                 # The SUCCEEDED event is stamped with the handler's return (as finished_at); the
-                # release's event with the `now` of the outcome batch that recorded it, after the
-                # outcome thread's linger and whatever it was committing before.
+                # release's event with the `now` of the outcome batch that recorded it, after
+                # whatever the outcome thread was committing before.
                 outcome.append(_ms(released - finished))
                 claim.append(_ms(claimed - released))
                 start.append(_ms(down["started_at"] - claimed))
         return _summary(
             total,
             {
-                "outcome thread: handler return → success recorded (linger, batching)": outcome,
+                "outcome thread: handler return → success recorded (its queue)": outcome,
                 "that commit, the dispatcher's wake-up and claim": claim,
                 "publish, broker, worker start": start,
             },

@@ -12,16 +12,16 @@ creates both through `executions.scheduling.job_create` on one schedule and read
 
 Targets. A release goes the one-off's way (a commit that wakes the dispatcher, a claim, the
 broker, a worker's start) with one leg of its own in place of the create: the upstream's success
-waits on its worker's outcome thread, which lingers `OutcomeRecorder.LINGER_SECONDS` (10 ms) to
-batch successes, then records it with the run's settling (the run's row locked, its steps read,
-the release) in one commit, a transaction of about the create's size. So p50 ≤ 1.5x the one-off's
-p50 + 10 ms: the linger, which is a constant, and half again for a settle that costs somewhat
-more than a create. Relative, not "+ N ms": on a shared 2-CPU machine every leg stretches with
+goes to its worker's outcome thread, which records it at once (a step's success does not wait the
+10 ms linger that batches other successes, `OutcomeRecorder`) with the run's settling (the run's
+row locked, its steps read, the release) in one commit, a transaction of about the create's size.
+So p50 ≤ 1.5x the one-off's p50 + 10 ms: half again for a settle that costs somewhat more than a
+create, and 10 ms for the outcome thread's queue (a batch of other successes committing holds the
+step's back). Relative, not "+ N ms": on a shared 2-CPU machine every leg stretches with
 the load, the one-off's as much as the release's. p99 ≤ 2x the one-off's p99 + 50 ms: the tail
-stacks two queues, the outcome thread's (a batch committing holds the next success back) and the
-dispatcher's, each no worse than the one-off's whole path at its tail, plus the linger and a
-settle that waits on the run's lock. Beyond those a release costs more than its mechanism
-explains, and the breakdown says where.
+stacks two queues, the outcome thread's and the dispatcher's, each no worse than the one-off's
+whole path at its tail, and a settle that waits on the run's lock. Beyond those a release costs
+more than its mechanism explains, and the breakdown says where.
 
 The breakdown (in `info.workflows`, logged): each edge split at the release's event (stamped with
 the `now` of the outcome batch that recorded the upstream's success) and the claim's event, so

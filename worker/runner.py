@@ -40,7 +40,7 @@ S = ExecutionState
 FORCED_EXIT_CODE = 70
 # The longest a worker that is shutting down gives its handlers to stop (or the cancel grace, if
 # shorter) before it releases their runs itself and ends: the standalone supervisor allows its
-# roles 8 s, systemd and Kubernetes 90 and 30 s by default.
+# roles 6 s, systemd and Kubernetes 90 and 30 s by default.
 SHUTDOWN_GRACE_SECONDS = 5.0
 RELEASED = "released: worker shutting down"
 # The signal by which a worker's cancel relay (worker/cancel_relay.py) asks one of its processes
@@ -251,6 +251,7 @@ class OutcomeRecorder(ProcessThread):
 
     # How long the first success of a batch waits for others: a commit saved per run matters more
     # to a busy worker than SUCCEEDED showing 10 ms sooner (finished_at is the handler's return).
+    # Not for a workflow step's success, which the steps after it wait for.
     LINGER_SECONDS = 0.01
     BATCH = 500
 
@@ -280,7 +281,8 @@ class OutcomeRecorder(ProcessThread):
                 self._attempt(item)
                 self.pending.task_done()
                 continue
-            time.sleep(self.LINGER_SECONDS)
+            if not item.step:  # every edge of a chain would wait the linger
+                time.sleep(self.LINGER_SECONDS)
             batch, other = [item], None
             while len(batch) < self.BATCH and other is None:
                 try:

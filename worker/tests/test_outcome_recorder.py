@@ -3,6 +3,7 @@ the worker slot moves on while the outcome commits. These tests run the real run
 PostgreSQL; the end-to-end tests exercise the same path in real worker processes."""
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -11,6 +12,7 @@ from django.utils import timezone
 
 import testing.handlers_for_tests  # noqa: F401  (registers test-atomic-noop)
 from executions.models import Execution
+from executions.store import Success
 from testing.steps import claim
 from worker import runner, tasks
 
@@ -139,3 +141,23 @@ def test_successes_that_gather_are_recorded_together(tenant, make_job, monkeypat
     assert batches == [5]
     rows = Execution.objects.filter(pk__in=ids)
     assert {r.state for r in rows} == {"SUCCEEDED"} and {r.job.state for r in rows} == {"COMPLETED"}
+
+
+def test_a_workflow_steps_success_does_not_wait_the_linger(monkeypatch):
+    """A step's success releases the steps after it, so it is recorded at once; any other success
+    waits the linger for others to batch with."""
+    recorded = []
+    monkeypatch.setattr(runner, "_record_successes", lambda batch: recorded.append([s.step for s in batch]))
+    monkeypatch.setattr(runner.OutcomeRecorder, "LINGER_SECONDS", 2.0)
+    recorder = runner.OutcomeRecorder.of_process()
+    now = timezone.now()
+
+    def timed(step: bool) -> float:
+        started = time.monotonic()
+        recorder.submit(Success("e", 1, None, now, step=step))
+        assert runner.flush_outcomes(timeout=10)
+        return time.monotonic() - started
+
+    assert timed(step=True) < 1.5
+    assert timed(step=False) >= 2.0
+    assert recorded == [[True], [False]]
