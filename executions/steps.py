@@ -174,10 +174,13 @@ def settle_run(run_id: Any, *, now: datetime) -> None:
 def settle_runs_of(execution_ids: Iterable[Any], *, now: datetime) -> None:
     """`settle_run` for the run of each of these executions that is a step (one query when none is)."""
     ids = list(execution_ids)
-    if not ids:
-        return
-    run_ids = set(Execution.objects.filter(pk__in=ids, run__isnull=False).values_list("run_id", flat=True))
-    for run_id in sorted(run_ids, key=str):  # one order for every transaction: no deadlock between two
+    if ids:
+        settle_runs(Execution.objects.filter(pk__in=ids, run__isnull=False).values_list("run_id", flat=True), now=now)
+
+
+def settle_runs(run_ids: Iterable[Any], *, now: datetime) -> None:
+    """`settle_run` for each of these runs."""
+    for run_id in sorted({str(run_id) for run_id in run_ids}):  # one order for every transaction: no deadlock
         settle_run(run_id, now=now)
 
 

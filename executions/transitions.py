@@ -269,13 +269,15 @@ def succeed_many(successes: Sequence[Success], *, now: datetime) -> set[str]:
     left as it is."""
     if not successes:
         return set()
-    if not any(success.step for success in successes):
+    if all(success.run_id is None for success in successes):
         # One statement that is its own transaction: most of what an outcome costs is its commit.
         changes = store().succeed_many(successes, now=now, result_of=lambda success: storable_json(success.result))
     else:
         with transaction.atomic():
             changes = store().succeed_many(successes, now=now, result_of=lambda s: storable_json(s.result))
-            steps.settle_runs_of([change[0] for change in changes if change[3] == S.SUCCEEDED], now=now)
+            recorded = {str(change[0]) for change in changes if change[3] == S.SUCCEEDED}
+            ran = {success.run_id for success in successes if success.run_id and str(success.execution_id) in recorded}
+            steps.settle_runs(ran, now=now)
     observers.announce(changes)
     return {str(change[0]) for change in changes}
 

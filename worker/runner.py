@@ -281,7 +281,7 @@ class OutcomeRecorder(ProcessThread):
                 self._attempt(item)
                 self.pending.task_done()
                 continue
-            if not item.step:  # every edge of a chain would wait the linger
+            if item.run_id is None:  # a workflow step's: every edge of a chain would wait the linger
                 time.sleep(self.LINGER_SECONDS)
             batch, other = [item], None
             while len(batch) < self.BATCH and other is None:
@@ -507,7 +507,7 @@ def _run_handler(ctx: HandlerContext, spec: registry.HandlerSpec, lease_token: i
         finished = db_now()  # when it returned, not when its lines or the recorder are written
     json.dumps(result)
     if defer:
-        OutcomeRecorder.of_process().submit(Success(ctx.execution_id, lease_token, result, finished, bool(ctx.run_id)))
+        OutcomeRecorder.of_process().submit(Success(ctx.execution_id, lease_token, result, finished, ctx.run_id))
     elif not _record_success(ctx.execution_id, lease_token, result, finished):
         raise _Fenced()
     return S.SUCCEEDED

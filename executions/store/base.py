@@ -97,8 +97,8 @@ class Success:
     lease_token: int
     result: Any
     finished_at: datetime
-    # A workflow step: its success settles its run in the same transaction (executions/steps.py).
-    step: bool = False
+    # A workflow step's run: the step's success settles it in the same transaction (executions/steps.py).
+    run_id: Any = None
 
 
 @dataclass(frozen=True)

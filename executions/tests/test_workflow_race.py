@@ -45,7 +45,8 @@ def test_two_upstream_steps_succeeding_at_once_release_their_downstream_step_onc
 
     def succeed(row) -> None:
         try:
-            transitions.succeed_many([Success(row.pk, row.lease_token, {"step": row.step}, now, step=True)], now=now)
+            success = Success(row.pk, row.lease_token, {"step": row.step}, now, run_id=row.run_id)
+            transitions.succeed_many([success], now=now)
         except BaseException as exc:  # surfaced below
             errors.append(exc)
         finally:

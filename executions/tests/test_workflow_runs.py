@@ -165,8 +165,9 @@ def test_a_batch_of_successes_releases_downstream_steps_in_its_own_transaction(t
     _run_step(steps["a"].pk, now)
     claim(now)
     rows = [start(steps[name].pk, now=now) for name in ("b", "c")]
+    successes = [Success(row.pk, row.lease_token, {}, now, run_id=row.run_id) for row in rows]
 
-    recorded = transitions.succeed_many([Success(row.pk, row.lease_token, {}, now, step=True) for row in rows], now=now)
+    recorded = transitions.succeed_many(successes, now=now)
 
     assert recorded == {str(steps["b"].pk), str(steps["c"].pk)}
     assert _states(job)["d"] == "PENDING"

@@ -147,17 +147,17 @@ def test_a_workflow_steps_success_does_not_wait_the_linger(monkeypatch):
     """A step's success releases the steps after it, so it is recorded at once; any other success
     waits the linger for others to batch with."""
     recorded = []
-    monkeypatch.setattr(runner, "_record_successes", lambda batch: recorded.append([s.step for s in batch]))
+    monkeypatch.setattr(runner, "_record_successes", lambda batch: recorded.append([s.run_id for s in batch]))
     monkeypatch.setattr(runner.OutcomeRecorder, "LINGER_SECONDS", 2.0)
     recorder = runner.OutcomeRecorder.of_process()
     now = timezone.now()
 
-    def timed(step: bool) -> float:
+    def timed(run_id: str | None) -> float:
         started = time.monotonic()
-        recorder.submit(Success("e", 1, None, now, step=step))
+        recorder.submit(Success("e", 1, None, now, run_id=run_id))
         assert runner.flush_outcomes(timeout=10)
         return time.monotonic() - started
 
-    assert timed(step=True) < 1.5
-    assert timed(step=False) >= 2.0
-    assert recorded == [[True], [False]]
+    assert timed(run_id="r") < 1.5
+    assert timed(run_id=None) >= 2.0
+    assert recorded == [["r"], [None]]
