@@ -281,7 +281,7 @@ class OutcomeRecorder(ProcessThread):
                 self._attempt(item)
                 self.pending.task_done()
                 continue
-            if item.run_id is None:  # a workflow step's: every edge of a chain would wait the linger
+            if item.run_id is None:  # a step's goes at once: every edge of a chain would wait the linger
                 time.sleep(self.LINGER_SECONDS)
             batch, other = [item], None
             while len(batch) < self.BATCH and other is None:
