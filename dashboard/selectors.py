@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import TruncMinute
 
@@ -90,12 +91,26 @@ def capped_count(queryset: QuerySet, *, cap: int = EXACT_COUNT_CAP, estimate: bo
 
 def execution_state_counts(*, scope: list[int] | None) -> list[StateCount]:
     """Per state, one walk of the (state, scheduled_for) or (tenant, state, scheduled_for)
-    index, stopped after EXACT_COUNT_CAP entries."""
-    executions = execution_list(scope=scope)
+    index, stopped after EXACT_COUNT_CAP entries; the planner's estimate for a state past it.
+
+    The walks are one statement, a scalar subquery per state: the overview reads this on every
+    load, and a dozen round trips and compilations were a tenth of its time."""
+    if scope == []:
+        return [StateCount(state=state, count=0, exact=True) for state in STATE_ORDER]
+    executions = execution_list(scope=scope).order_by()
+    walks = [executions.filter(state=state).values("pk")[: EXACT_COUNT_CAP + 1] for state in STATE_ORDER]
+    compiled = [walk.query.sql_with_params() for walk in walks]
+    sql = "SELECT " + ", ".join(f"(SELECT COUNT(*) FROM ({inner}) AS walk)" for inner, _ in compiled)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [param for _, params in compiled for param in params])
+        row = cursor.fetchone()
     counts = []
-    for state in STATE_ORDER:
-        count, exact = capped_count(executions.filter(state=state))
-        counts.append(StateCount(state=state, count=count, exact=exact))
+    for state, count in zip(STATE_ORDER, row, strict=True):
+        if count <= EXACT_COUNT_CAP:
+            counts.append(StateCount(state=state, count=count, exact=True))
+        else:
+            guess = queries().estimate_rows(executions.filter(state=state))
+            counts.append(StateCount(state=state, count=max(guess or 0, count), exact=False))
     return counts
 
 

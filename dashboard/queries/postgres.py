@@ -8,8 +8,7 @@ from collections.abc import Iterator
 
 from django.core.exceptions import EmptyResultSet
 from django.db import OperationalError, connection, transaction
-from django.db.models import F, QuerySet
-from django.db.models.functions import Extract
+from django.db.models import F, FloatField, Func, QuerySet
 
 from dashboard.queries.base import Overall, OverBudget, PerMinute, Queries
 from executions.start_lag import could_run_from
@@ -28,7 +27,13 @@ class PostgresQueries(Queries):
     def start_lags(self, started: QuerySet) -> tuple[PerMinute, Overall]:
         """GROUPING SETS (which the ORM cannot spell) around the ORM's own, scoped, query of the
         rows. Minutes are truncated in the session's time zone, which Django sets to UTC."""
-        lag = Extract(F("started_at") - could_run_from(), "epoch")
+        # date_part, not EXTRACT: since PostgreSQL 14 EXTRACT gives numeric, a fifth of this
+        # statement's time over an hour's 20,000 starts; the percentile wants a double anyway.
+        lag = Func(
+            F("started_at") - could_run_from(),
+            template="date_part('epoch', %(expressions)s)",
+            output_field=FloatField(),
+        )
         try:
             inner, params = started.annotate(lag=lag).values("started_at", "lag").query.sql_with_params()
         except EmptyResultSet:  # a scope of no tenants

@@ -119,6 +119,17 @@ def test_counts_are_exact_up_to_the_cap_then_estimated(tenant, make_job):
     assert not exact and count >= 3
 
 
+def test_the_overviews_state_counts_are_exact_up_to_the_cap_then_estimated(tenant, make_job, monkeypatch):
+    for _ in range(5):
+        make_job(tenant)
+    monkeypatch.setattr(selectors, "EXACT_COUNT_CAP", 2)
+    counts = {c.state: c for c in selectors.execution_state_counts(scope=[tenant.pk])}
+    assert not counts["PENDING"].exact and counts["PENDING"].count >= 3
+    assert (counts["RUNNING"].count, counts["RUNNING"].exact) == (0, True)
+    monkeypatch.setattr(selectors, "EXACT_COUNT_CAP", 5)
+    assert {c.state: c.count for c in selectors.execution_state_counts(scope=None)}["PENDING"] == 5
+
+
 def test_state_counts_follow_the_scope(tenant, other_tenant, make_job, drive):
     _mixed(tenant, other_tenant, make_job, drive)
     staff = {c.state: c.count for c in selectors.execution_state_counts(scope=None)}
