@@ -419,8 +419,8 @@ class Store(AdmissionStatements):
         finished by outcome, started, the sum of started * p50 and the largest p99), bucketed in
         the database, so that a week is a hundred rows to read, not twenty thousand minutes.
         The totals and one tenant's rows are one row per minute and pool (the unique
-        constraints), read as they are; several tenants' are summed per minute first (half the
-        time of the overview's week went to that second GROUP BY when it was always there)."""
+        constraints), read as they are; several tenants' are summed per minute first (a second
+        GROUP BY, which took 26 of this statement's 42 ms over a week when it was always there)."""
         start = self.db.ops.adapt_datetimefield_value(since)
         if tenant_ids is None:  # every tenant: the pools' totals
             scoped = " AND s.tenant_id IS NULL"
