@@ -7,6 +7,7 @@ for the round trip, a real Celery worker process against the test database.
 import base64
 import json
 import os
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -78,17 +79,26 @@ def body_of(raw: bytes) -> list:
 def test_redis_messages_are_what_send_task_writes(broker_url, redis_client):
     """On Redis, a published message is byte for byte what `send_task` stores, but for its ids."""
     app = celery_app(broker_url)
+    execution_id = str(uuid.uuid4())  # as the dispatcher sends it: a UUID's text
     app.send_task(
-        TASK_NAME, args=("e-1", 7), queue="tickwork.default", routing_key="tickwork.default", ignore_result=True
+        TASK_NAME, args=(execution_id, 7), queue="tickwork.default", routing_key="tickwork.default", ignore_result=True
     )
     # HIGH: message priority 0, as send_task's default (other priorities: the test below).
-    CeleryPublisher(app=app).publish([Dispatch(execution_id="e-1", lease_token=7, pool="default", priority=0)])
+    CeleryPublisher(app=app).publish([Dispatch(execution_id=execution_id, lease_token=7, pool="default", priority=0)])
 
     theirs, ours = redis_client.rpop("tickwork.default"), redis_client.rpop("tickwork.default")
     assert redis_client.llen("tickwork.default") == 0
     assert without_ids(ours) == without_ids(theirs)
-    assert body_of(ours) == [["e-1", 7], {}, {"callbacks": None, "errbacks": None, "chain": None, "chord": None}]
+    assert body_of(ours) == [[execution_id, 7], {}, {"callbacks": None, "errbacks": None, "chain": None, "chord": None}]
     assert json.loads(ours)["headers"]["id"] != json.loads(theirs)["headers"]["id"]
+    assert ids_blanked(ours) == ids_blanked(theirs)  # the text too, not only what it parses to
+
+
+def ids_blanked(raw: bytes) -> bytes:
+    message = json.loads(raw)
+    for each in (message["headers"]["id"], message["properties"]["delivery_tag"]):
+        raw = raw.replace(each.encode(), b"<id>")
+    return raw
 
 
 @pytest.mark.integration

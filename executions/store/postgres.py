@@ -201,8 +201,9 @@ class PostgresStore(Store, PostgresAdmissionStatements):
         sql_params += [now, source.value, target.value, message]
         # No savepoint inside a caller's transaction (the dispatcher's, the sweeper's): one
         # statement needs none, and SAVEPOINT and RELEASE were two more round trips per claim.
+        # Rows in binary: a claim's 1,000 took 5.5 ms to read as text, 2.7 in binary.
         with transaction.atomic(savepoint=False):
-            moved = [Moved(*row) for row in self.fetch(sql, sql_params)]
+            moved = [Moved(*row) for row in self._execute(self.db, sql, sql_params, binary_rows=True)]
             if moved and target in TERMINAL:
                 self.settle_jobs(job_ids=list({m.job_id for m in moved}), now=now)
         return moved, [(m.id, m.job_id, m.tenant_id, target) for m in moved]
@@ -448,10 +449,18 @@ class PostgresStore(Store, PostgresAdmissionStatements):
         )
 
     def _execute(
-        self, db: BaseDatabaseWrapper, sql: str, params: Sequence[Any], *, binary: bool = False, returns: bool = True
+        self,
+        db: BaseDatabaseWrapper,
+        sql: str,
+        params: Sequence[Any],
+        *,
+        binary: bool = False,
+        binary_rows: bool = False,
+        returns: bool = True,
     ) -> list[tuple]:
-        """`sql` (%s placeholders) as a prepared statement with server-side parameters; with
-        `binary`, every parameter is sent in binary form (%b). Without `returns`, no rows are read."""
+        """`sql` (%s placeholders) as a prepared statement with server-side parameters, each in binary
+        with `binary` (%b); rows read in binary by psycopg's C loaders with `binary_rows` (columns no
+        Django loader reads: a jsonb would come parsed). Without `returns`, no rows are read."""
         db.ensure_connection()
         raw = db.connection
         if raw.prepare_threshold is None or db.queries_logged:
@@ -470,7 +479,7 @@ class PostgresStore(Store, PostgresAdmissionStatements):
         with db.wrap_database_errors, psycopg.Cursor(raw) as cursor:
 
             def execute(sql, params, many, context):
-                return cursor.execute(sql, params, prepare=True)
+                return cursor.execute(sql, params, prepare=True, binary=binary_rows)
 
             for wrapper in reversed(db.execute_wrappers):
                 execute = functools.partial(wrapper, execute)
