@@ -58,6 +58,15 @@ class AlertRule(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.kind})"
 
+    def channel_targets(self) -> list[tuple[str, str]]:
+        """Each channel as (type, where it goes): a webhook's URL, an email channel's address. The
+        one place that knows which key holds the target of which type (the notifications written
+        for it, the dashboard's list of rules)."""
+        return [
+            (channel["type"], channel["url"] if channel["type"] == "webhook" else channel["to"])
+            for channel in self.channels
+        ]
+
 
 class Alert(models.Model):
     """One breach of a rule by one subject (a pool, a job, a role, or the rule's whole scope)."""

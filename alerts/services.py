@@ -115,12 +115,12 @@ def _notify(*, alert: Alert, rule: AlertRule, event: str, now: datetime) -> None
         Notification(
             alert=alert,
             event=event,
-            channel_type=channel["type"],
-            target=channel["url"] if channel["type"] == "webhook" else channel["to"],
+            channel_type=channel_type,
+            target=target,
             next_attempt_at=now,
             created_at=now,
         )
-        for channel in rule.channels
+        for channel_type, target in rule.channel_targets()
     )
 
 

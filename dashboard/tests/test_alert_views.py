@@ -62,3 +62,31 @@ def test_the_alerts_page_lists_active_then_recent_alerts_and_the_rules(member_cl
 
     assert page.index("firing one") < page.index("resolved one")
     assert "theirs" not in page and 'data-testid="rules-table"' in page
+
+
+def test_the_alerts_page_lists_rules_of_every_channel_kind(member_client, tenant):
+    """A webhook channel has a `url` and no `to`, an email channel the other way round: the page
+    names each channel's target whichever kind it is, alone or mixed (a webhook's rule answered
+    500 before: the template read `to` of every channel)."""
+    channels = {
+        "to the pager": [{"type": "webhook", "url": "https://hooks.example.com/tickwork"}],
+        "to the on-call": [{"type": "email", "to": "oncall@example.com"}],
+        "to both": [
+            {"type": "email", "to": "team@example.com"},
+            {"type": "webhook", "url": "https://chat.example.com/hook"},
+        ],
+    }
+    for name, rule_channels in channels.items():
+        AlertRule.objects.create(tenant=tenant, name=name, kind="DEAD_LETTER", threshold=0, channels=rule_channels)
+
+    response = member_client.get("/dashboard/alerts/")
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    for shown in (
+        "webhook: https://hooks.example.com/tickwork",
+        "email: oncall@example.com",
+        "email: team@example.com",
+        "webhook: https://chat.example.com/hook",
+    ):
+        assert shown in page
