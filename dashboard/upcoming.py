@@ -4,13 +4,17 @@ operator sees a midnight herd (a thousand jobs on `0 0 * * *`) before it arrives
 Where the fires come from: an active CRON job's schedule (jobs/cron.py, in its timezone, its `H`
 values resolved with its id as the dispatcher resolves them), from its pending fire on; a one-off
 or delayed job's `next_fire_at`. Two jobs whose resolved schedule and timezone are the same fire
-at the same instants, so each distinct (schedule, timezone) is expanded once and counted once per
-job: a herd of a thousand identical schedules costs one expansion.
+at the same instants, so each distinct (schedule, timezone) is counted once per bucket and its
+count added once per job: a herd of a thousand identical schedules costs one count.
+
+A schedule's fires are counted per bucket, not listed (cron.fire_counts): an every-minute job
+costs about what an hourly one does, so every schedule counted is counted in full, to the end of
+the 24 hours. Whom a fire loads: a plain job's pool; a workflow job's fire starts each of its
+steps in the step's pool, so it counts once per step in that pool.
 
 What bounds the work (a page stays well under 300 ms): at most MAX_JOBS jobs are read (the nearest
-first), at most MAX_SCHEDULES distinct schedules are expanded, each to at most
-MAX_FIRES_PER_SCHEDULE fires (one every 5 minutes), and at most MAX_FIRES fires in all. A schedule
-beyond those bounds counts only its pending fire; the page then says its counts are lower bounds.
+first) and at most MAX_SCHEDULES distinct schedules are counted. A schedule beyond those counts
+only its pending fire; the page then says its counts are lower bounds.
 """
 
 import math
@@ -32,8 +36,6 @@ BUCKET = timedelta(minutes=15)
 BUCKETS = int(WINDOW / BUCKET) + 1
 MAX_JOBS = 5000
 MAX_SCHEDULES = 200
-MAX_FIRES_PER_SCHEDULE = 288
-MAX_FIRES = 20_000
 JOBS_LISTED = 25  # per bucket, when it is opened
 
 
@@ -43,7 +45,7 @@ class JobFires:
 
     job_id: str
     name: str
-    pool: str
+    pools: list[str]  # a workflow's steps' pools, each once
     count: int
 
 
@@ -98,64 +100,79 @@ def upcoming_fires(*, scope: list[int] | None, now: datetime) -> Upcoming:
     if scope is not None:
         jobs = jobs.filter(tenant_id__in=scope)
     rows: list[tuple[Any, ...]] = list(
-        jobs.order_by("next_fire_at").values_list("id", "name", "type", "schedule", "timezone", "pool", "next_fire_at")[
-            : MAX_JOBS + 1
-        ]
+        jobs.order_by("next_fire_at").values_list(
+            "id", "name", "type", "schedule", "timezone", "pool", "next_fire_at", "workflow"
+        )[: MAX_JOBS + 1]
     )
     jobs_capped = len(rows) > MAX_JOBS
     rows = rows[:MAX_JOBS]
 
-    # Each job's fire times, shared by the jobs of one (resolved schedule, timezone).
+    # Each job's fires per bucket, shared by the jobs of one (resolved schedule, timezone).
     groups: dict[tuple[str, str], list[tuple]] = defaultdict(list)
-    single: list[tuple[tuple, list[datetime]]] = []  # (job row, its one fire)
+    counted: list[tuple[list[tuple], list[int]]] = []  # (the jobs, their fires in each bucket)
     for row in rows:
-        job_id, _, job_type, schedule, zone, _, next_fire = row
+        job_id, _, job_type, schedule, zone, _, next_fire, _ = row
         if job_type == JobType.CRON:
             try:
                 groups[(cron.resolve(schedule, str(job_id)), zone)].append(row)
                 continue
             except cron.CronError:
                 pass  # not expandable: counted by its pending fire
-        single.append((row, [next_fire]))
-    truncated, budget, expanded = jobs_capped, MAX_FIRES, 0
-    timed: list[tuple[list[tuple], list[datetime]]] = [([row], fires) for row, fires in single]
-    for (schedule, zone), members in groups.items():  # nearest first: rows came by next_fire_at
+        counted.append(([row], _pending(next_fire, start)))
+    truncated = jobs_capped
+    for number, ((schedule, zone), members) in enumerate(groups.items()):  # nearest first, as the rows came
         pending = min(m[6] for m in members)
-        limit = min(MAX_FIRES_PER_SCHEDULE, budget)
-        if expanded >= MAX_SCHEDULES or limit <= 0:
-            timed.append((members, [pending]))
+        per_bucket = _pending(pending, start)
+        if number >= MAX_SCHEDULES:
             truncated = True
-            continue
-        try:
-            fires = cron.fires_between(schedule, zone, pending, end, limit=limit)
-        except (cron.CronError, OverflowError, ValueError):
-            fires = []
-        expanded += 1
-        budget -= len(fires)
-        truncated |= len(fires) == limit
-        timed.append((members, [pending, *fires]))
-    return _bucketed(timed, start=start, end=end, truncated=truncated, jobs=len(rows), jobs_capped=jobs_capped, now=now)
+        else:
+            try:
+                later = cron.fire_counts(schedule, zone, start, BUCKET, BUCKETS, after=pending)
+                per_bucket = [pending_fire + fires for pending_fire, fires in zip(per_bucket, later, strict=True)]
+            except (cron.CronError, OverflowError, ValueError):
+                pass  # its pending fire is all there is to count
+        counted.append((members, per_bucket))
+    return _bucketed(counted, start=start, truncated=truncated, jobs=len(rows), jobs_capped=jobs_capped, now=now)
 
 
-def _bucketed(timed, *, start: datetime, end: datetime, truncated: bool, jobs: int, jobs_capped: bool, now) -> Upcoming:
+def _pending(fire: datetime, start: datetime) -> list[int]:
+    """A job's pending fire in its bucket; one already due (not yet dispatched) in the first."""
+    per_bucket = [0] * BUCKETS
+    index = max(0, math.floor((fire - start) / BUCKET))
+    if index < BUCKETS:
+        per_bucket[index] = 1
+    return per_bucket
+
+
+def _pools_of(row: tuple) -> list[str]:
+    """The pool of each execution a fire of the job starts: a workflow's steps' pools, in order."""
+    workflow = row[7]
+    if workflow:
+        return [step["target"]["pool"] for step in workflow.get("steps", [])]
+    return [row[5]]
+
+
+def _bucketed(counted, *, start: datetime, truncated: bool, jobs: int, jobs_capped: bool, now) -> Upcoming:
     """Counts per bucket and pool, and the first JOBS_LISTED jobs of each bucket by name. The
     work is per (group, bucket), not per (job, fire): a herd of a thousand jobs on one schedule
     is added up once per bucket it fires in."""
     buckets = [Bucket(index=i, start=start + i * BUCKET) for i in range(BUCKETS)]
     pool_fires: dict[str, int] = defaultdict(int)
-    for members, fires in timed:
-        # A fire already due (not yet dispatched) is counted in the first bucket.
-        per_bucket = Counter(max(0, math.floor((fire - start) / BUCKET)) for fire in fires if fire < end)
-        pools = Counter(member[5] for member in members)
-        for index, times in per_bucket.items():
+    for members, per_bucket in counted:
+        starts = [_pools_of(member) for member in members]
+        pools = Counter(pool for pools_of_member in starts for pool in pools_of_member)
+        listed = [dict.fromkeys(pools_of_member) for pools_of_member in starts[:JOBS_LISTED]]
+        for index, times in enumerate(per_bucket):
+            if not times:
+                continue
             bucket = buckets[index]
             bucket.count += times * len(members)
             bucket.jobs_total += len(members)
             for pool, count in pools.items():
                 bucket.per_pool[pool] = bucket.per_pool.get(pool, 0) + times * count
                 pool_fires[pool] += times * count
-            for job_id, name, _, _, _, pool, _ in members[: JOBS_LISTED - len(bucket.jobs)]:
-                bucket.jobs.append(JobFires(job_id=str(job_id), name=name, pool=pool, count=times))
+            for member, its_pools in zip(members[: JOBS_LISTED - len(bucket.jobs)], listed, strict=False):
+                bucket.jobs.append(JobFires(job_id=str(member[0]), name=member[1], pools=list(its_pools), count=times))
     for bucket in buckets:
         bucket.jobs.sort(key=lambda j: (-j.count, j.name))
     capacity = registry.capacity(now)

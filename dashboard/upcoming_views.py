@@ -1,10 +1,12 @@
 """The upcoming-fires page: the next 24 h of fires in 15-minute bars (dashboard/upcoming.py), the
 pools' capacity beside them, and the jobs of one bucket (the busiest, or the one clicked: ?bucket=N)."""
 
+from datetime import datetime, timedelta
+
 from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 
-from dashboard.upcoming import BUCKET, BUCKETS, Bucket, upcoming_fires
+from dashboard.upcoming import BUCKET, BUCKETS, MAX_JOBS, MAX_SCHEDULES, Bucket, upcoming_fires
 from dashboard.views import ScopedRequest, _page, operator_view
 from executions.clock import db_now
 
@@ -33,7 +35,7 @@ def upcoming(request: ScopedRequest) -> HttpResponse:
         }
         for b in fires.buckets
     ]
-    ticks = [{"at": fires.buckets[i].start} for i in range(0, BUCKETS, BUCKETS // 8)]  # every 3 h
+    ticks = _ticks(fires.start)
     busiest = sorted((b for b in fires.buckets if b.count), key=lambda b: (-b.count, b.index))[:5]
     return _page(
         request,
@@ -48,5 +50,25 @@ def upcoming(request: ScopedRequest) -> HttpResponse:
             "busiest": busiest,
             "width": WIDTH,
             "height": HEIGHT,
+            "max_jobs": MAX_JOBS,
+            "max_schedules": MAX_SCHEDULES,
         },
     )
+
+
+def _ticks(start: datetime) -> list[dict]:
+    """A label at each whole 3 hours of UTC in the window, placed where that instant falls on the
+    drawing (a share of its width, as the bars are), midnight's with its date: the 24 hours span
+    two dates. None within 6 % of either edge, where half a label would run off a 390 px drawing."""
+    span = BUCKETS * BUCKET
+    at = start.replace(minute=0, second=0, microsecond=0)
+    if at < start:
+        at += timedelta(hours=1)
+    at += timedelta(hours=-at.hour % 3)
+    ticks = []
+    while at < start + span:
+        left = (at - start) / span * 100
+        if 6 <= left <= 94:
+            ticks.append({"at": at, "left": round(left, 3), "midnight": at.hour == 0})
+        at += timedelta(hours=3)
+    return ticks

@@ -46,11 +46,12 @@ Semantics (the contract other modules rely on):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import zoneinfo
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, date, datetime, time, timedelta
 
 from jobs.cron_parse import CronError, Schedule, first_of_next_month, schedule_for, template_of
@@ -58,6 +59,7 @@ from jobs.cron_parse import CronError, Schedule, first_of_next_month, schedule_f
 __all__ = [
     "SEARCH_YEARS",
     "CronError",
+    "fire_counts",
     "fires_after",
     "fires_between",
     "next_fire",
@@ -129,9 +131,11 @@ def _regular_day_fires(schedule: Schedule, day: date, offset: timedelta, after: 
             yield hour_start + timedelta(minutes=minute)
 
 
-def _transition_day_fires(schedule: Schedule, tz: zoneinfo.ZoneInfo, day: date, after: datetime) -> list[datetime]:
+def _transition_day_fires(
+    schedule: Schedule, tz: zoneinfo.ZoneInfo, day: date, after: datetime, hours: Iterable[int] | None = None
+) -> list[datetime]:
     fires: set[datetime] = set()
-    for hour, minute in itertools.product(schedule.hours, schedule.minutes):
+    for hour, minute in itertools.product(schedule.hours if hours is None else hours, schedule.minutes):
         wall = datetime.combine(day, time(hour, minute))
         first = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
         second = wall.replace(tzinfo=tz, fold=1).astimezone(UTC)
@@ -206,6 +210,88 @@ def _aware_utc(value: datetime, name: str) -> datetime:
     return value.astimezone(UTC)
 
 
+_MICROSECOND = timedelta(microseconds=1)
+_MINUTE_US = 60_000_000
+
+
+def _hour_offset(tz: zoneinfo.ZoneInfo, day: date, hour: int) -> timedelta | None:
+    """The single UTC offset of the wall hour ``hour:00``-``hour:59`` of ``day``, or None when a
+    transition touches it (a gap or a repeat makes the folds disagree at one end)."""
+    first = datetime.combine(day, time(hour))
+    offset = tz.utcoffset(first)
+    for probe in (first, first.replace(minute=59)):
+        if tz.utcoffset(probe) != offset or tz.utcoffset(probe.replace(fold=1)) != offset:
+            return None
+    return offset
+
+
+@dataclasses.dataclass
+class _Tally:
+    """Counts per interval, in microseconds from the first interval's start."""
+
+    minutes: tuple[int, ...]
+    counts: list[int]
+    span: int
+    end: int
+
+    def hour(self, *, hour_start: int, after: int) -> int:
+        """Count the fires of an hour whose minute 0 is at ``hour_start`` (those after
+        ``after``); return the hour's last fire."""
+        minutes = self.minutes
+        last = hour_start + minutes[-1] * _MINUTE_US
+        lowest = max(hour_start + minutes[0] * _MINUTE_US, after + 1, 0)
+        if last < lowest or lowest >= self.end:
+            return last
+        # The first minute after `after`: m * MINUTE > after - hour_start.
+        after_minute = (after - hour_start) // _MINUTE_US + 1
+        index = lowest // self.span
+        while index < len(self.counts) and index * self.span <= last:
+            low = max(_ceil_div(index * self.span - hour_start, _MINUTE_US), after_minute)
+            high = _ceil_div((index + 1) * self.span - hour_start, _MINUTE_US)
+            if high > low:
+                self.counts[index] += bisect_left(minutes, high) - bisect_left(minutes, low)
+            index += 1
+        return last
+
+    def one(self, at: int) -> None:
+        if 0 <= at < self.end:
+            self.counts[at // self.span] += 1
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _count_day(
+    schedule: Schedule, tz: zoneinfo.ZoneInfo, day: date, origin: datetime, after: int, tally: _Tally
+) -> int:
+    """Count the day's fires after ``after`` (microseconds from ``origin``); return its last fire.
+    An hour with one offset throughout (every hour of a day without a transition) is counted;
+    the hours a transition touches are listed by _transition_day_fires."""
+    offset = _uniform_offset(tz, day)
+    clean = (
+        dict.fromkeys(schedule.hours, offset)
+        if offset is not None
+        else {hour: o for hour in schedule.hours if (o := _hour_offset(tz, day, hour)) is not None}
+    )
+    latest = after
+    for hour, hour_offset in clean.items():
+        hour_start = datetime.combine(day, time(hour), tzinfo=UTC) - hour_offset
+        latest = max(latest, tally.hour(hour_start=(hour_start - origin) // _MICROSECOND, after=after))
+    if len(clean) == len(schedule.hours):
+        return latest
+    listed = [hour for hour in schedule.hours if hour not in clean]
+    for fire in _transition_day_fires(schedule, tz, day, origin + after * _MICROSECOND, hours=listed):
+        # A skipped wall time fires where the gap ends: maybe a time one of the counted hours has.
+        wall = fire.astimezone(tz)
+        if wall.date() == day and wall.hour in clean and wall.minute in schedule.minutes and not wall.second:
+            continue
+        at = (fire - origin) // _MICROSECOND
+        tally.one(at)
+        latest = max(latest, at)
+    return latest
+
+
 # --------------------------------------------------------------------------- public API
 
 
@@ -272,3 +358,41 @@ def fires_between(
     if end_utc <= start_utc:
         return []
     return list(itertools.islice(_iter_fires(schedule, tz, start_utc, until=end_utc), limit))
+
+
+def fire_counts(
+    expression: str,
+    timezone: str,
+    start: datetime,
+    step: timedelta,
+    count: int,
+    *,
+    after: datetime | None = None,
+    seed: str | None = None,
+) -> list[int]:
+    """How many fires fall in each of ``count`` consecutive intervals of ``step`` from ``start``
+    (``[start + i*step, start + (i+1)*step)``), counting only fires strictly after ``after`` when
+    given: the fires :func:`fires_between` lists, counted without listing them, so a day of an
+    every-minute schedule costs about what an hourly one does. An hour of a regular day is
+    counted by bisecting its minutes between the intervals' bounds; only the hours a DST
+    transition touches are listed, and with the rules above."""
+    if count < 0:
+        raise ValueError("count must not be negative")
+    if step <= timedelta(0):
+        raise ValueError("step must be positive")
+    schedule, tz = schedule_for(expression, seed), parse_timezone(timezone)
+    origin = _aware_utc(start, "start")
+    counts = [0] * count
+    # Times from here on are whole microseconds from `origin`, and the bounds are ints: the
+    # arithmetic per hour is a few integer operations, not datetimes.
+    span, end = step // _MICROSECOND, count * (step // _MICROSECOND)
+    floor = -1 if after is None else max(-1, (_aware_utc(after, "after") - origin) // _MICROSECOND)
+    tally = _Tally(schedule.minutes, counts, span, end)
+    day = (origin + floor * _MICROSECOND).astimezone(tz).date() - timedelta(days=1)
+    last_day = (origin + end * _MICROSECOND).astimezone(tz).date() + timedelta(days=2)
+    while day <= last_day and count:
+        if schedule.matches_day(day):
+            # As in _iter_fires, a fire no later than one counted on an earlier day is not counted.
+            floor = _count_day(schedule, tz, day, origin, floor, tally)
+        day += timedelta(days=1)
+    return counts

@@ -5,7 +5,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dashboard.upcoming import BUCKET, MAX_FIRES_PER_SCHEDULE, upcoming_fires
+from dashboard import upcoming
+from dashboard.upcoming import BUCKET, BUCKETS, upcoming_fires
 from pools import registry
 
 pytestmark = pytest.mark.django_db
@@ -82,13 +83,53 @@ def test_a_pool_with_fewer_slots_than_its_busiest_bucket_is_flagged(tenant, make
     assert pools["default"].peak_at == datetime(2026, 11, 27, 0, 0, tzinfo=UTC)
 
 
-def test_an_every_minute_job_is_expanded_only_so_far_and_says_so(tenant, make_job):
+def test_an_every_minute_job_is_counted_to_the_end_of_the_day(tenant, make_job):
+    """Every fire of the 24 hours, not the first 288 (which ended the bars at about 11:00 and drew
+    a cliff that was not there): 15 in each bucket after the first, whose first 8 minutes are
+    past; and nothing is called a lower bound."""
     make_job(tenant, type="CRON", schedule="* * * * *", now=NOW)
 
     fires = upcoming_fires(scope=None, now=NOW)
 
-    assert fires.total == MAX_FIRES_PER_SCHEDULE + 1  # its pending fire, then the bounded expansion
+    assert [b.count for b in fires.buckets] == [7] + [15] * (BUCKETS - 1)  # 21:08 to 21:14, then all
+    assert fires.total == 7 + 15 * (BUCKETS - 1)
+    assert not fires.truncated
+
+
+def test_a_workflows_fire_counts_in_each_of_its_steps_pools(tenant, make_job):
+    """No blank pool: a workflow job has no pool of its own; its fire starts one execution per
+    step, each in the step's pool (two in `etl`, one in `default` here)."""
+    steps = [
+        {"name": "extract", "target": {"pool": "etl", "handler": "noop"}, "payload": {}, "dependsOn": []},
+        {"name": "clean", "target": {"pool": "etl", "handler": "noop"}, "payload": {}, "dependsOn": ["extract"]},
+        {"name": "load", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": ["clean"]},
+    ]
+    workflow = {"pool": "", "handler": "", "workflow": {"steps": steps}}
+    make_job(tenant, type="CRON", schedule="0 0 * * *", name="nightly", now=NOW, **workflow)
+    registry.register(hostname="w1", pid=1, pools=["etl"], slots=4, now=NOW)
+
+    fires = upcoming_fires(scope=None, now=NOW)
+
+    pools = {p.pool: p for p in fires.pools}
+    assert set(pools) == {"etl", "default"}
+    assert (pools["etl"].fires, pools["etl"].peak, pools["etl"].over) == (2, 2, False)
+    assert (pools["default"].fires, pools["default"].capacity) == (1, None)
+    midnight = _bucket_at(fires, datetime(2026, 11, 27, 0, 0, tzinfo=UTC))
+    assert midnight.count == 1 and midnight.per_pool == {"etl": 2, "default": 1}
+    assert [(j.name, j.pools) for j in midnight.jobs] == [("nightly", ["etl", "default"])]
+
+
+def test_schedules_past_the_bound_count_their_next_fire_and_the_page_says_so(tenant, make_job, monkeypatch):
+    """Past MAX_SCHEDULES distinct schedules, a schedule counts only its pending fire: the counts
+    are lower bounds, and marked so; the ones within the bound are whole."""
+    monkeypatch.setattr(upcoming, "MAX_SCHEDULES", 1)
+    make_job(tenant, type="CRON", schedule="10 * * * *", name="first", now=NOW)
+    make_job(tenant, type="CRON", schedule="20 * * * *", name="second", now=NOW)
+
+    fires = upcoming_fires(scope=None, now=NOW)
+
     assert fires.truncated
+    assert fires.total == 25 + 1  # the first's every hour (21:10 to 21:10 tomorrow), the second's next fire
 
 
 def test_the_page_lists_a_clicked_buckets_jobs(member_client, tenant, other_tenant, make_job):
