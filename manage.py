@@ -27,6 +27,9 @@ def main() -> None:
         from django.core.management import execute_from_command_line
     except ImportError:
         _run_in_project_venv()
+    from scheduler_project.app_loading import setup
+
+    setup()  # an operator's app that fails to load stops the command here, in one line
     execute_from_command_line(sys.argv)
 
 

@@ -33,10 +33,18 @@ def register(name: str, *, pool: str = "default", atomic: bool = False, payload:
     """Decorator: `@register("send-invoice", pool="billing", payload=InvoicePayload)`."""
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        known = _handlers.get(name)
+        if known is not None and _where(known.func) != _where(func):
+            # Two apps claiming one name would run whichever loaded last: refuse at start instead.
+            raise ValueError(f"handler {name!r} is registered twice: by {_where(known.func)} and {_where(func)}")
         _handlers[name] = HandlerSpec(name=name, func=func, pool=pool, atomic=atomic, payload=payload)
         return func
 
     return decorate
+
+
+def _where(func: Callable[..., Any]) -> str:
+    return f"{func.__module__}.{func.__qualname__}"
 
 
 def get(name: str) -> HandlerSpec | None:

@@ -3,9 +3,11 @@ import os
 from django.core.asgi import get_asgi_application
 
 from executions import tracing
+from scheduler_project import app_loading
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
 tracing.setup("api")  # before the middleware is loaded: it is dropped when tracing is off
+app_loading.setup(set_prefix=False)  # an operator's app that fails to load stops the server in one line
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app registry loaded)

@@ -1,6 +1,7 @@
 import os
 
 from celery import Celery
+from celery.loaders.app import AppLoader
 from celery.signals import worker_process_init
 
 from scheduler_project import file_broker
@@ -8,7 +9,20 @@ from scheduler_project import file_broker
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
 file_broker.install()  # filesystem:// writes each message whole before a worker can see it
 
-app = Celery("tickwork")
+
+class TickworkLoader(AppLoader):
+    def init_worker(self) -> None:
+        """Load Django before anything of the worker's, so that an operator's app that fails to
+        load stops it with one line (scheduler_project/app_loading.py). Celery's Django fixup
+        would load it a moment later in a signal whose receivers' errors Celery only logs: the
+        worker would start without the app's handlers and fail every run of them."""
+        from scheduler_project.app_loading import setup
+
+        setup()
+        super().init_worker()
+
+
+app = Celery("tickwork", loader="scheduler_project.celery:TickworkLoader")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 

@@ -14,3 +14,12 @@ threads = int(os.environ.get("TICKWORK_WEB_THREADS", "4"))
 keepalive = 30  # seconds a client's idle connection is kept: behind a balancer, longer than its own
 timeout = 60
 graceful_timeout = 30
+
+
+def on_starting(server) -> None:
+    """Load Django in the master before it forks: an operator's app that fails to load stops
+    gunicorn with one line (scheduler_project/app_loading.py) instead of workers that fail to
+    boot, one after another. The workers then start from the loaded apps."""
+    from scheduler_project.app_loading import setup
+
+    setup()

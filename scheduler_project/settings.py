@@ -5,11 +5,15 @@ single-machine install (SQLite, a filesystem broker, no Redis) and in production
 Redis or RabbitMQ). Nothing else in the code base reads the environment.
 """
 
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from scheduler_project.app_loading import extra_apps
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("TICKWORK_VAR_DIR", BASE_DIR / "var"))
@@ -21,6 +25,18 @@ def _env_bool(name: str, default: bool) -> bool:
     if value is None:
         return default
     return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _env_json(name: str) -> dict:
+    """A JSON object from the environment ({} when unset); bad JSON stops every role at start."""
+    raw = os.environ.get(name, "").strip()
+    try:
+        value = json.loads(raw) if raw else {}
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object, not {type(value).__name__}")
+    return value
 
 
 def _env_list(name: str, default: str) -> list[str]:
@@ -59,6 +75,10 @@ INSTALLED_APPS = [
     "web",
     "dashboard",
 ]
+# A team's own apps (handler packages): TICKWORK_APPS and the entry-point group tickwork.apps
+# (scheduler_project/app_loading.py; README, "Your own handlers").
+TICKWORK_EXTRA_APPS = [app for app in extra_apps(os.environ) if app not in INSTALLED_APPS]
+INSTALLED_APPS += TICKWORK_EXTRA_APPS
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -281,6 +301,10 @@ TICKWORK_LOG_LINES_PER_ATTEMPT = int(os.environ.get("TICKWORK_LOG_LINES_PER_ATTE
 TICKWORK_LOG_LINE_BYTES = int(os.environ.get("TICKWORK_LOG_LINE_BYTES", "8192"))
 TICKWORK_HTTP_ALLOW_PRIVATE = _env_bool("TICKWORK_HTTP_ALLOW_PRIVATE", False)
 TICKWORK_HTTP_TIMEOUT_SECONDS = float(os.environ.get("TICKWORK_HTTP_TIMEOUT_SECONDS", "10"))
+# Celery apps that Tickwork does not own, which the `celery` handler sends tasks to
+# (worker/celery_bridge.py; README, "Existing Celery tasks"): JSON, a name per bridge →
+# {"broker": URL, "resultBackend": URL (optional, needed by jobs that wait for the result)}.
+TICKWORK_CELERY_BRIDGES = _env_json("TICKWORK_CELERY_BRIDGES")
 # GET /metrics (web/metrics.py): answered to a staff session, or to `Authorization: Bearer` this
 # token when it is set (unset: staff sessions only). Tenant labels: at most this many tenants, the
 # rest summed as "_other". A rendering is reused for this long per web process (0: never).

@@ -11,9 +11,11 @@ import os
 from django.core.wsgi import get_wsgi_application
 
 from executions import tracing
+from scheduler_project import app_loading
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
 tracing.setup("api")  # before the middleware is loaded: it is dropped when tracing is off
+app_loading.setup(set_prefix=False)  # an operator's app that fails to load stops the server in one line
 
 from web.proxy_headers import ForwardedFor  # noqa: E402  (reads settings)
 from web.request_body import WSGIRequestBodyLimit  # noqa: E402

@@ -10,6 +10,7 @@ import grimp
 
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = [
+    "tickwork",
     "tenants",
     "jobs",
     "pools",

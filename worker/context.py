@@ -12,6 +12,12 @@ class ExecutionStopped(Exception):
     its lease was taken away. The runner records the right outcome."""
 
 
+class HandlerTimedOut(Exception):
+    """Raised by a handler whose own deadline passed (the celery handler's `waitTimeoutSec`):
+    the attempt ends TIMED_OUT, as when the job's `timeoutSec` passes, and its retry policy
+    decides what follows."""
+
+
 @dataclass
 class HandlerContext:
     execution_id: str

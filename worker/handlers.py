@@ -5,6 +5,7 @@ from rest_framework import serializers
 
 from jobs.payloads import StrictSerializer
 from jobs.registry import register
+from worker import celery_bridge
 from worker.context import HandlerContext
 from worker.http_call import ALLOWED_METHODS, HttpCallError, check_url, perform_request
 
@@ -86,3 +87,10 @@ def http(ctx: HandlerContext):
         allow_private=settings.TICKWORK_HTTP_ALLOW_PRIVATE,
         idempotency_key=ctx.idempotency_key,
     )
+
+
+@register("celery", payload=celery_bridge.CeleryPayload)
+def celery(ctx: HandlerContext):
+    """Sends a task to a Celery app that Tickwork does not own, through a bridge the operator
+    configured (TICKWORK_CELERY_BRIDGES); with `wait`, waits for its result and returns it."""
+    return celery_bridge.send(ctx)

@@ -32,7 +32,7 @@ from executions.states import ExecutionState
 from executions.store import Started, Success, store
 from jobs import registry
 from worker import log_capture
-from worker.context import ExecutionStopped, HandlerContext
+from worker.context import ExecutionStopped, HandlerContext, HandlerTimedOut
 
 logger = logging.getLogger(__name__)
 S = ExecutionState
@@ -451,6 +451,9 @@ def _run(
             ctx.reason = f"cancelled (the handler then raised {error})"
             _record_stop(ctx, lease_token, S.CANCELLED)
             return S.CANCELLED
+        if isinstance(exc, HandlerTimedOut):
+            _record_failure(ctx, lease_token, S.TIMED_OUT, error=error, trace="")
+            return S.TIMED_OUT
         _record_failure(ctx, lease_token, S.FAILED, error=error, trace=tb.format_exc())
         return S.FAILED
     finally:

@@ -1,0 +1,1 @@
+"""An example Tickwork handler package (README.md beside pyproject.toml)."""
