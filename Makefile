@@ -18,11 +18,18 @@ $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+# The checkout on the virtualenv's path (a .pth file, as an editable install makes): the roles'
+# entry points (celery -A scheduler_project, daphne's and gunicorn's scheduler_project.*) then
+# import it from any working directory, such as systemd's, which is / (deploy/systemd/).
+ON_PATH = $(BIN)/python -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_path("purelib"), "tickwork.pth").write_text("$(CURDIR)\n")'
+
 install: $(BIN)/activate
 	$(BIN)/pip install --quiet -r requirements.txt
+	$(ON_PATH)
 
 install-dev: $(BIN)/activate
 	$(BIN)/pip install --quiet -r requirements-dev.txt
+	$(ON_PATH)
 
 ## Install and run every role on this machine (SQLite and a file broker unless configured).
 run: install

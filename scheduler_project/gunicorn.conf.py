@@ -3,6 +3,8 @@
 overridden on the command line or in GUNICORN_CMD_ARGS."""
 
 import os
+import re
+from pathlib import Path
 
 bind = os.environ.get("TICKWORK_WEB_BIND", "0.0.0.0:8000")
 # A process per CPU; each serves requests on a few threads, so a request waiting on PostgreSQL
@@ -14,6 +16,20 @@ threads = int(os.environ.get("TICKWORK_WEB_THREADS", "4"))
 keepalive = 30  # seconds a client's idle connection is kept: behind a balancer, longer than its own
 timeout = 60
 graceful_timeout = 30
+# The control socket (gunicorn's `gunicornc`) defaults to one path per user, $HOME/.gunicorn/gunicorn.ctl,
+# and a second gunicorn on the host takes it over from the first. Each instance gets its own in
+# TICKWORK_VAR_DIR (a relative one is taken from the checkout, as settings.py takes it), named by
+# its address, which no two instances share: e.g. var/gunicorn-0.0.0.0-8000.ctl.
+_VAR_DIR = Path(__file__).resolve().parent.parent / os.environ.get("TICKWORK_VAR_DIR", "var")
+
+
+def when_ready(server) -> None:
+    """Name this instance's control socket by its first bound address, unless --control-socket
+    named one. Here and not in the settings above: the address may come from the command line
+    (-b), which is applied after this file. gunicorn opens the socket after this hook."""
+    if server.cfg.control_socket == server.cfg.settings["control_socket"].default:
+        address = re.sub(r"[^A-Za-z0-9.]+", "-", server.cfg.bind[0]).strip("-")
+        server.cfg.set("control_socket", str(_VAR_DIR / f"gunicorn-{address}.ctl"))
 
 
 def on_starting(server) -> None:

@@ -16,7 +16,9 @@ from django.core.exceptions import ImproperlyConfigured
 from scheduler_project.app_loading import extra_apps
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("TICKWORK_VAR_DIR", BASE_DIR / "var"))
+# A relative TICKWORK_VAR_DIR is taken from the checkout, not from the working directory: the roles
+# start in different ones (systemd's is /), and they must share the one folder.
+VAR_DIR = BASE_DIR / os.environ.get("TICKWORK_VAR_DIR", "var")
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 
@@ -44,6 +46,10 @@ def _env_list(name: str, default: str) -> list[str]:
 
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "tickwork-insecure-development-key-change-me")
+if not SECRET_KEY.strip():
+    # Set, but to nothing: a production environment file whose key was never filled in
+    # (deploy/tickwork.env.example). Every role stops here rather than run on an empty key.
+    raise ImproperlyConfigured("DJANGO_SECRET_KEY is empty: set it to 50 or more random characters")
 DEBUG = _env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = _env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
@@ -83,6 +89,9 @@ INSTALLED_APPS += TICKWORK_EXTRA_APPS
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # Before CommonMiddleware, which refuses a Host not in ALLOWED_HOSTS: a load balancer's probe
+    # names the backend's address (web/hosts.py).
+    "web.hosts.HealthAnyHostMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -340,9 +349,14 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "filters": {"one_line": {"()": "web.hosts.RefusedHostAsOneLine"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("TICKWORK_LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # A request for a host not in ALLOWED_HOSTS: one warning line, not a traceback (web/hosts.py).
+        "django.security.DisallowedHost": {"filters": ["one_line"]},
+    },
 }
 
 # --- Web role: request bodies ---------------------------------------------------------------------
