@@ -2,9 +2,11 @@
 retry (re-drive) or discard every DEAD execution of one fingerprint. Audited as the bulk retry
 is: one audit row per execution, all of one request sharing a request id.
 
-A group can hold tens of thousands of executions, so a request works through it in batches for
-a bounded time (executions.dead_letter.ACTION_SECONDS) and answers with how many remain; the
-page offers to continue. Nothing is left half-done: each batch commits with its audit rows.
+An action is one pass over the executions that were in the group when it began, each tried at
+most once (executions.dead_letter.group_act): a group can hold tens of thousands, so a request
+works through its pass in batches for a bounded time (executions.dead_letter.ACTION_SECONDS) and
+answers with how many of the pass remain; the page offers to continue that pass. Nothing is left
+half-done: each batch commits with its audit rows.
 """
 
 import uuid
@@ -14,17 +16,18 @@ from django.db import transaction
 
 from dashboard.models import AuditOutcome
 from dashboard.services import Actor, Target, audit_record, executions_retry_audited
-from executions.dead_letter import GroupAction, executions_discard, group_act
+from executions.dead_letter import GroupAction, Pass, executions_discard, group_act
 from executions.models import Execution
 
 GROUP_ACTIONS = ("retry", "discard")
 
 
 def dead_letter_group_act(
-    *, actor: Actor, scope: list[int] | None, fingerprint: str, action: str, now: datetime
+    *, actor: Actor, scope: list[int] | None, fingerprint: str, action: str, now: datetime, resume: Pass | None = None
 ) -> GroupAction:
     """Retry or discard the group's DEAD executions in the caller's scope, oldest first, for a
-    bounded time; returns what was done and how many remain."""
+    bounded time: a new pass, or the pass `resume` continues. Returns what was done, how many of
+    the pass remain, and how to continue it."""
     request_id = uuid.uuid4()
     if action == "retry":
 
@@ -39,7 +42,7 @@ def dead_letter_group_act(
 
     else:
         raise ValueError(f"unknown group action {action!r}")
-    return group_act(scope=scope, fingerprint=fingerprint, act=act)
+    return group_act(scope=scope, fingerprint=fingerprint, act=act, resume=resume)
 
 
 def executions_discard_audited(

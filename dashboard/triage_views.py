@@ -4,8 +4,9 @@ dashboard/views.py, whose login, scoping and page frame they use; the reads are
 executions/dead_letter.py's, the writes dashboard/dead_letter.py's (audited)."""
 
 from django.contrib import messages
-from django.http import Http404, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.urls import reverse
+from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.dead_letter import GROUP_ACTIONS, dead_letter_group_act
@@ -24,6 +25,12 @@ def _fingerprint_of(raw: str) -> str:
     if key is None:
         raise Http404("no such error group")
     return key
+
+
+def _pass_of(raw: str | None) -> dead_letter.Pass | None:
+    """The pass a form or link continues (its cursor), or None for a new one. ValueError for a
+    cursor that names no pass."""
+    return dead_letter.Pass.of_token(raw) if raw else None
 
 
 @require_GET
@@ -53,6 +60,14 @@ def dead_letter_group_page(request: ScopedRequest, fingerprint: str) -> HttpResp
         messages.info(request, "That error group has no dead executions now.")
         return HttpResponseRedirect(reverse("dashboard:dead-letter"))
     _with_pending_reasons(executions)
+    # After a request that did not finish its pass: the rest of that pass, to continue it.
+    action, left = request.GET.get("pass"), 0
+    try:
+        resume = _pass_of(request.GET.get("cursor"))
+    except ValueError:
+        resume = None  # a link edited by hand: the page without the offer to continue
+    if action in GROUP_ACTIONS and resume is not None:
+        left = dead_letter.group_executions(scope=scope, fingerprint=key).filter(resume.ahead()).count()
     return _page(
         request,
         "dashboard/dead_letter_group.html",
@@ -67,6 +82,9 @@ def dead_letter_group_page(request: ScopedRequest, fingerprint: str) -> HttpResp
             "cancellable": CANCELLABLE,
             "redrivable": REDRIVABLE,
             "here": request.get_full_path(),
+            "continue_action": action if left else None,
+            "continue_cursor": resume.token() if left and resume else "",
+            "continue_left": left,
         },
     )
 
@@ -77,15 +95,20 @@ def dead_letter_group_action(request: ScopedRequest, fingerprint: str, action: s
     key = _fingerprint_of(fingerprint)
     if action not in GROUP_ACTIONS:
         raise Http404("no such action")
+    try:
+        resume = _pass_of(request.POST.get("cursor"))
+    except ValueError as exc:
+        return HttpResponseBadRequest(f"cursor: {exc}")
     outcome = dead_letter_group_act(
-        actor=Actor.of(request), scope=request.tenant_scope, fingerprint=key, action=action, now=db_now()
+        actor=Actor.of(request), scope=request.tenant_scope, fingerprint=key, action=action, now=db_now(), resume=resume
     )
     done = "Re-driven" if action == "retry" else "Discarded"
     text = f"{done} {outcome.done} execution(s) of this error group."
     if outcome.refused:
         text += f" {outcome.refused} could not be (their state had changed, or a quota refused them)."
-    if outcome.remaining:
-        messages.warning(request, f"{text} {outcome.remaining} more remain: press {action} again to continue.")
-        return HttpResponseRedirect(reverse("dashboard:dead-letter-group", args=[fingerprint]))
+    if outcome.next is not None:
+        messages.warning(request, f"{text} {outcome.remaining} more remain: press Continue to go on.")
+        page = reverse("dashboard:dead-letter-group", args=[fingerprint])
+        return HttpResponseRedirect(f"{page}?{urlencode({'pass': action, 'cursor': outcome.next.token()})}")
     messages.success(request, text)
     return HttpResponseRedirect(reverse("dashboard:dead-letter"))

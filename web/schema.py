@@ -53,9 +53,11 @@ class AutoSchema(openapi.AutoSchema):
         authenticated = not any(isinstance(permission, AllowAny) for permission in self.view.get_permissions())
         listing = method == "GET" and isinstance(self.view, ListModelMixin)
         body = method in ("POST", "PUT", "PATCH") and self.get_request_serializer() is not None
-        # The preview's query, resume's dryRun, restore's version and the logs' query are checked
-        # by a serializer too.
-        queried = path in ("/v1/schedule/preview", "/v1/executions/{execution_id}/logs")
+        # The preview's query, resume's dryRun, restore's version, the logs' query and a dead-letter
+        # group action's cursor are checked by a serializer too.
+        queried = path in ("/v1/schedule/preview", "/v1/executions/{execution_id}/logs") or path.startswith(
+            "/v1/dead-letter/groups/{"
+        )
         if listing or body or queried or path.endswith(_VALIDATING_POSTS):
             codes.append("400")
         if authenticated:

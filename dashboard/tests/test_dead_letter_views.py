@@ -117,6 +117,43 @@ def test_a_large_group_is_worked_through_in_bounded_batches(dead_with, tenant, m
     assert step.remaining == 5 - step.done and step.done == 2
 
 
+def test_continue_carries_on_the_pass_and_never_redrives_one_twice(member_client, dead_with, tenant, monkeypatch):
+    """Issue 31, item 1. A request that does not finish its pass offers Continue, with the pass's
+    cursor: it re-drives the rest of those that were in the group when Retry was pressed, not
+    one that the first request re-drove and that has failed again since (its handler would run
+    twice). A forged cursor is refused, not taken for a new pass."""
+    group = [dead_with(tenant, f"OSError: disk {n} full") for n in range(3)]
+    key = group[0].error_fingerprint
+    monkeypatch.setattr(dead_letter, "BATCH", 2)
+    monkeypatch.setattr(dead_letter, "ACTION_SECONDS", 0.0)
+
+    page = member_client.post(f"/dashboard/dead-letter/{key}/retry", follow=True)
+
+    html = page.content.decode()
+    assert "2 execution(s)" in html and "1 more remain" in html
+    assert 'data-action="group-continue"' in html and "Continue retry: 1 more" in html
+    cursor = page.context["continue_cursor"]
+    again = next(e for e in group if Execution.objects.get(pk=e.pk).state == S.PENDING)
+    now = timezone.now()
+    assert transitions.queue_many([again.pk], now=now, publish_grace=timedelta(seconds=30))
+    token = Execution.objects.get(pk=again.pk).lease_token
+    assert transitions.start(
+        execution_id=again.pk, lease_token=token, now=now, worker_id="w-1", lease=timedelta(seconds=30)
+    )
+    assert transitions.fail(
+        execution_id=again.pk, lease_token=token, now=now, error="OSError: disk 9 full", traceback=""
+    )
+    assert transitions.discard(execution_id=again.pk, source=S.FAILED, now=now, message="exhausted")
+
+    assert member_client.post(f"/dashboard/dead-letter/{key}/retry", {"cursor": "forged"}).status_code == 400
+    done = member_client.post(f"/dashboard/dead-letter/{key}/retry", {"cursor": cursor}, follow=True)
+
+    assert Execution.objects.get(pk=again.pk).state == S.DEAD
+    assert sorted(Execution.objects.get(pk=e.pk).attempt for e in group) == [2, 2, 2]
+    assert done.redirect_chain[-1][0] == "/dashboard/dead-letter/"
+    assert "Re-driven 1 execution(s)" in done.content.decode()
+
+
 def test_another_tenants_group_is_not_acted_on(member_client, dead_with, other_tenant):
     """A member's group action never touches another tenant's executions of the same kind."""
     theirs = dead_with(other_tenant, "KeyError: 'x'")

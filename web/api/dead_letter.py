@@ -24,6 +24,7 @@ from executions.models import Execution
 from executions.services import execution_redrive
 from tenants.selectors import scope_of
 from web.audit import api_actor
+from web.rest import GivenIfEmpty
 
 
 class ErrorGroupSerializer(serializers.Serializer):
@@ -55,8 +56,40 @@ class GroupActionSerializer(serializers.Serializer):
     fingerprint = serializers.CharField()
     action = serializers.ChoiceField(choices=["retry", "discard"])
     done = serializers.IntegerField(help_text="Executions re-driven (retry) or discarded in this request.")
-    refused = serializers.IntegerField(help_text="Executions the action was refused for (a quota, a state change).")
-    remaining = serializers.IntegerField(help_text="DEAD executions left in the group: post again to continue.")
+    refused = serializers.IntegerField(
+        help_text="Executions the action was refused for (a quota, a state change): still DEAD, and not tried "
+        "again in this pass."
+    )
+    remaining = serializers.IntegerField(
+        help_text="Executions of this pass not tried yet and still DEAD: those in the group when the pass began, "
+        "less those done or refused. Never one that the pass re-drove and that failed again, so a group that keeps "
+        "failing still reaches 0. While it is above 0, post again with `cursor` to continue the pass."
+    )
+    cursor = serializers.CharField(
+        allow_null=True,
+        help_text="Continues this pass: post the same action again with `?cursor=` this value. Null when "
+        "nothing of the pass remains.",
+    )
+
+
+class _Cursor(GivenIfEmpty, serializers.RegexField):
+    """Present and empty (`?cursor=`) is a bad cursor, not a new pass."""
+
+
+class GroupActionQuerySerializer(serializers.Serializer):
+    cursor = _Cursor(
+        dead_letter.CURSOR_PATTERN,
+        required=False,
+        error_messages={"invalid": "not a cursor of a group action's answer"},
+        help_text="The `cursor` of the previous answer: continue that pass (the executions that were in the group "
+        "when it began, not yet tried). Without it, a new pass over the executions in the group now.",
+    )
+
+    def validate_cursor(self, raw: str) -> dead_letter.Pass:
+        try:
+            return dead_letter.Pass.of_token(raw)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
 
 
 class DeadLetterGroupsApi(APIView):
@@ -135,24 +168,42 @@ class DeadLetterGroupActionApi(APIView):
         request=None,
         responses=GroupActionSerializer,
         parameters=[
+            GroupActionQuerySerializer,
             OpenApiParameter(
                 "fingerprint",
                 {"type": "string", "pattern": "^([0-9a-f]{16}|-)$"},
                 OpenApiParameter.PATH,
                 description='A group\'s fingerprint from GET /v1/dead-letter/groups ("-": DEAD executions with no '
-                "error). A group with no DEAD execution of the caller's answers 404.",
-            )
+                "error). A group with no DEAD execution of the caller's answers 404, unless `cursor` continues a "
+                "pass: then the pass is done (remaining 0).",
+            ),
         ],
+        description="Act on the group's DEAD executions: one pass over those in the group when the pass began, "
+        "oldest failure first, each tried at most once, for a bounded time per request. Loop: post, then post "
+        "again with `?cursor=` the answer's `cursor` while `remaining` is above 0. A bad `cursor` answers 400.",
     )
     def post(self, request, fingerprint):
         scope = scope_of(user=request.user)
         key = dead_letter.fingerprint_in_path(fingerprint)
-        if key is None or not dead_letter.group_executions(scope=scope, fingerprint=key).exists():
+        query = GroupActionQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        resume = query.validated_data.get("cursor")
+        # A new pass needs a group; a pass continued may find the rest of it gone, which is its end.
+        if key is None or (resume is None and not dead_letter.group_executions(scope=scope, fingerprint=key).exists()):
             raise Http404("no such error group")
         act, actor, request_id = _ACTIONS[self.action_name], api_actor(request), uuid.uuid4()
         # Audited per execution, one request id for the request (as the dashboard's group actions).
-        outcome = dead_letter.group_act(scope=scope, fingerprint=key, act=lambda batch: act(batch, actor, request_id))
-        body = {"fingerprint": fingerprint, "action": self.action_name, **vars(outcome)}
+        outcome = dead_letter.group_act(
+            scope=scope, fingerprint=key, resume=resume, act=lambda batch: act(batch, actor, request_id)
+        )
+        body = {
+            "fingerprint": fingerprint,
+            "action": self.action_name,
+            "done": outcome.done,
+            "refused": outcome.refused,
+            "remaining": outcome.remaining,
+            "cursor": outcome.next.token() if outcome.next else None,
+        }
         return Response(GroupActionSerializer(body).data)
 
 

@@ -2,6 +2,7 @@
 the caller's DEAD executions by error fingerprint, and a whole group re-driven or discarded."""
 
 from datetime import timedelta
+from urllib.parse import urlencode
 
 import pytest
 from django.utils import timezone
@@ -15,8 +16,12 @@ pytestmark = pytest.mark.django_db
 
 
 def _dead(make_job, tenant, error: str, name: str = "job") -> Execution:
+    return _fail_for_good(make_job(tenant, name=name, handler="fail").executions.get(), error)
+
+
+def _fail_for_good(execution: Execution, error: str) -> Execution:
+    """PENDING → … → DEAD with `error`, now."""
     now = timezone.now()
-    execution = make_job(tenant, name=name, handler="fail").executions.get()
     transitions.queue_many([execution.pk], now=now, publish_grace=timedelta(seconds=30))
     token = Execution.objects.get(pk=execution.pk).lease_token
     transitions.start(execution_id=execution.pk, lease_token=token, now=now, worker_id="w", lease=timedelta(seconds=30))
@@ -52,7 +57,7 @@ def test_retrying_a_group_redrives_every_one_of_the_callers(api, tenant, other_t
 
     body = api.post(f"/v1/dead-letter/groups/{key}/retry").json()
 
-    assert body == {"fingerprint": key, "action": "retry", "done": 3, "refused": 0, "remaining": 0}
+    assert body == {"fingerprint": key, "action": "retry", "done": 3, "refused": 0, "remaining": 0, "cursor": None}
     assert {Execution.objects.get(pk=e.pk).state for e in mine} == {S.PENDING}
     assert Execution.objects.get(pk=theirs.pk).state == S.DEAD
     # Audited as the dashboard's bulk retry is: a row per execution, one request id, the token named.
@@ -83,6 +88,38 @@ def test_a_large_group_answers_with_what_remains(api, tenant, make_job, monkeypa
     key = mine[0].error_fingerprint
     assert api.post(f"/v1/dead-letter/groups/{key}/discard").json()["remaining"] == 1
     assert api.post(f"/v1/dead-letter/groups/{key}/discard").json()["remaining"] == 0
+
+
+def test_a_pass_continued_by_its_cursor_never_takes_one_it_redrove_again(api, tenant, make_job, monkeypatch):
+    """One batch of 2 per request: the first answer's cursor continues the pass over the 3 that
+    were DEAD when it began. One re-driven by the first request has failed again since: the
+    second request does not re-drive it (its handler would run twice), and the pass ends."""
+    mine = [_dead(make_job, tenant, f"OSError: disk {n} full") for n in range(3)]
+    monkeypatch.setattr(dead_letter, "BATCH", 2)
+    monkeypatch.setattr(dead_letter, "ACTION_SECONDS", 0.0)
+    key = mine[0].error_fingerprint
+    url = f"/v1/dead-letter/groups/{key}/retry"
+
+    first = api.post(url).json()
+    assert (first["done"], first["remaining"]) == (2, 1)
+    again = next(e for e in mine if Execution.objects.get(pk=e.pk).state == S.PENDING)
+    _fail_for_good(again, "OSError: disk 7 full")  # re-driven, and failed again at once: in the group again
+    second = api.post(url, QUERY_STRING=urlencode({"cursor": first.get("cursor")})).json()
+
+    assert Execution.objects.get(pk=again.pk).state == S.DEAD
+    assert {Execution.objects.get(pk=e.pk).attempt for e in mine} == {2}
+    assert (second["done"], second["remaining"], second["cursor"]) == (1, 0, None)
+    # The pass is over: its cursor again finds nothing, and answers so rather than a 404.
+    third = api.post(url, QUERY_STRING=urlencode({"cursor": first["cursor"]})).json()
+    assert (third["done"], third["remaining"]) == (0, 0)
+
+
+@pytest.mark.parametrize("cursor", ["", "nonsense", f"2.{'0' * 32}.1.{'0' * 31}"])
+def test_a_cursor_that_names_no_pass_is_a_400_naming_it(api, tenant, make_job, cursor):
+    key = _dead(make_job, tenant, "KeyError: 'x'").error_fingerprint
+    response = api.post(f"/v1/dead-letter/groups/{key}/discard", QUERY_STRING=urlencode({"cursor": cursor}))
+    assert response.status_code == 400 and "cursor" in response.json()
+    assert Execution.objects.get(error_fingerprint=key).state == S.DEAD
 
 
 def test_an_unknown_or_other_tenants_group_is_a_404(api, other_api, tenant, make_job):
