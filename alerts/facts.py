@@ -2,6 +2,7 @@
 alerts/evaluation.py. Every read is bounded: a window of the finished_at index, a capped sample,
 the due and state indexes. A tenant's rule reads only its tenant's rows; a global rule, all."""
 
+from collections import Counter
 from datetime import datetime, timedelta
 
 from django.db.models import Count, Q, QuerySet
@@ -9,6 +10,7 @@ from django.db.models import Count, Q, QuerySet
 from alerts import evaluation
 from alerts.evaluation import Breach, DueFire
 from alerts.models import AlertKind, AlertRule
+from executions.backlog import due_work
 from executions.models import Execution, Origin
 from executions.states import ExecutionState
 from jobs import registry
@@ -122,13 +124,10 @@ def _subject(rule: AlertRule) -> tuple[str, str]:
 def _no_workers(rule: AlertRule, *, now: datetime) -> list[Breach]:
     pools = [rule.pool] if rule.pool else registry.pools()
     capacity = workers.capacity(now)
-    waiting = dict(
-        Execution.objects.order_by()
-        .filter(Q(state=S.PENDING, available_at__lte=now) | Q(state=S.QUEUED), pool__in=pools)
-        .values_list("pool")
-        .annotate(n=Count("id"))
-        .values_list("pool", "n")
-    )
+    executions = Execution.objects.order_by().filter(pool__in=pools)
+    # What a worker would take: QUEUED, and the due backlog (not what a paused job or pool holds).
+    waiting = Counter(dict(executions.filter(state=S.QUEUED).values_list("pool").annotate(n=Count("id"))))
+    waiting.update({pool: due.backlog for pool, due in due_work(executions, now=now).items()})
     return evaluation.no_workers(
         pools=pools, live_workers={pool: c.workers for pool, c in capacity.items()}, waiting=waiting
     )

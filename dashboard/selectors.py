@@ -18,6 +18,7 @@ from django.db.models.functions import TruncMinute
 
 from audit.models import ActorKind, AuditEntry
 from dashboard.queries import queries
+from executions.backlog import due_work
 from executions.last_runs import failing
 from executions.models import Execution, ExecutionEvent
 from executions.selectors import execution_list, job_resume_preview
@@ -218,7 +219,8 @@ def _ms(seconds: float | None) -> float | None:
 @dataclass
 class PoolDepth:
     pool: str
-    pending_due: int = 0
+    pending_due: int = 0  # the due backlog: due, waiting for a slot
+    paused_due: int = 0  # due, held by a paused job or pool: no queue for the workers
     queued: int = 0
     running: int = 0
 
@@ -228,9 +230,9 @@ class PoolDepth:
 
 
 def queue_depths(*, scope: list[int] | None, now: datetime) -> list[PoolDepth]:
-    """Per pool: PENDING and due (the due index), QUEUED (the republish index), RUNNING (the
-    lease index). Each partial index holds only live work, so the cost follows the backlog,
-    never the history."""
+    """Per pool: the due backlog and apart what pauses hold (executions/backlog.py, on the due
+    index), QUEUED (the republish index), RUNNING (the lease index). Each partial index holds
+    only live work, so the cost follows the backlog, never the history."""
     from jobs import registry
 
     executions = execution_list(scope=scope).order_by()
@@ -241,7 +243,9 @@ def queue_depths(*, scope: list[int] | None, now: datetime) -> list[PoolDepth]:
             depth = pools.setdefault(row["pool"], PoolDepth(pool=row["pool"]))
             setattr(depth, attr, row["n"])
 
-    add(executions.filter(state=S.PENDING, available_at__lte=now), "pending_due")
+    for pool, due in due_work(executions, now=now).items():
+        depth = pools.setdefault(pool, PoolDepth(pool=pool))
+        depth.pending_due, depth.paused_due = due.backlog, due.paused
     add(executions.filter(state=S.QUEUED), "queued")
     add(executions.filter(state=S.RUNNING), "running")
     return sorted(pools.values(), key=lambda p: p.pool)

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 
 from django.db.models import Count, Q
 
+from executions.backlog import due_work
 from executions.models import Execution
 from executions.start_lag import start_lag_seconds
 from executions.states import ExecutionState
@@ -64,10 +65,14 @@ def _sample(since: datetime, end: datetime) -> list[PoolSample]:
         return samples[key]
 
     executions = Execution.objects.order_by()
+    # The due backlog as GET /v1/pools counts it (executions/backlog.py): what a paused job or
+    # pool holds is no queue for the workers.
+    for (pool, tenant_id), due in due_work(executions, now=end, by=("pool", "tenant_id")).items():
+        if due.backlog:
+            of(pool, tenant_id).due = due.backlog
     # One grouped count per state, each a walk of an index of that state's rows only: the cost
     # follows the live work, never the history (an OR of the states could scan the table).
     for field_name, live_work in (
-        ("due", executions.filter(state=S.PENDING, available_at__lt=end)),
         ("queued", executions.filter(state=S.QUEUED)),
         ("running", executions.filter(state=S.RUNNING)),
     ):

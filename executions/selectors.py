@@ -4,8 +4,10 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Min, QuerySet
+from django.db.models import Count, QuerySet
 
+from executions.backlog import NONE as NO_DUE
+from executions.backlog import due_work
 from executions.models import Execution, ExecutionEvent, Origin
 from executions.states import ExecutionState
 from jobs import cron, misfire
@@ -100,13 +102,15 @@ class PoolOverview:
     busy: int
     queued: int
     running: int
-    due_backlog: int
-    oldest_due_at: datetime | None
+    due_backlog: int  # due and waiting for a slot (executions/backlog.py)
+    oldest_due_at: datetime | None  # of the backlog
+    paused_due: int  # due and held by a paused job or pool: no worker would run it
 
 
 def pool_overviews(*, scope: list[int] | None, now: datetime) -> list[PoolOverview]:
     """Per pool: its live workers and their slots (shared by every tenant, so shown whole), and
-    the work admitted and due in it, counted over the tenants of `scope` (None: all)."""
+    the work admitted in it and due for it (the backlog, and apart what pauses hold), counted
+    over the tenants of `scope` (None: all)."""
     capacity = registry.capacity(now)
     executions = Execution.objects.all() if scope is None else Execution.objects.filter(tenant_id__in=scope)
     admitted: dict[tuple[str, str], int] = {
@@ -116,14 +120,7 @@ def pool_overviews(*, scope: list[int] | None, now: datetime) -> list[PoolOvervi
         .annotate(n=Count("id"))
         .order_by()
     }
-    due = {
-        pool: (n, oldest)
-        for pool, n, oldest in executions.filter(state="PENDING", available_at__lte=now)
-        .values_list("pool")
-        .annotate(n=Count("id"), oldest=Min("available_at"))
-        .order_by()
-        .values_list("pool", "n", "oldest")
-    }
+    due = due_work(executions, now=now)
     pools = sorted(set(job_registry.pools()) | set(capacity) | {p for p, _ in admitted} | set(due))
     empty = registry.Capacity(0, 0, 0)
     return [
@@ -134,8 +131,9 @@ def pool_overviews(*, scope: list[int] | None, now: datetime) -> list[PoolOvervi
             busy=capacity.get(pool, empty).busy,
             queued=admitted.get((pool, "QUEUED"), 0),
             running=admitted.get((pool, "RUNNING"), 0),
-            due_backlog=due.get(pool, (0, None))[0],
-            oldest_due_at=due.get(pool, (0, None))[1],
+            due_backlog=due.get(pool, NO_DUE).backlog,
+            oldest_due_at=due.get(pool, NO_DUE).oldest,
+            paused_due=due.get(pool, NO_DUE).paused,
         )
         for pool in pools
     ]

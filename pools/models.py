@@ -118,7 +118,7 @@ class PoolSample(models.Model):
     tenant = models.ForeignKey(
         "tenants.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False, null=True, blank=True
     )
-    due = models.PositiveIntegerField(default=0)  # PENDING and due at the minute's end
+    due = models.PositiveIntegerField(default=0)  # the due backlog at the minute's end (executions/backlog.py)
     queued = models.PositiveIntegerField(default=0)  # admitted, on the broker, at the minute's end
     running = models.PositiveIntegerField(default=0)  # at the minute's end
     succeeded = models.PositiveIntegerField(default=0)  # finished in the minute

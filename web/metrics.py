@@ -70,8 +70,13 @@ class TickworkCollector(Collector):
         yield _gauge("tickwork_dead_letter_executions", "Executions in DEAD now (the dead-letter view).", s.dead_letter)
         yield _gauge(
             "tickwork_pool_due_backlog",
-            "PENDING executions whose time has come, not yet admitted.",
+            "PENDING executions whose time has come, waiting for a slot (not those a paused job or pool holds).",
             {p.pool: p.due_backlog for p in s.pools},
+        )
+        yield _gauge(
+            "tickwork_pool_paused_due",
+            "PENDING executions whose time has come, held by a paused job or a paused pool.",
+            {p.pool: p.paused_due for p in s.pools},
         )
         admitted = GaugeMetricFamily(
             "tickwork_pool_admitted",
@@ -84,7 +89,7 @@ class TickworkCollector(Collector):
         yield admitted
         yield _gauge(
             "tickwork_pool_oldest_due_age_seconds",
-            "How long the oldest due execution has waited past its time; 0 when none is due.",
+            "How long the oldest of the due backlog has waited past its time; 0 when the backlog is empty.",
             {p.pool: max((s.now - p.oldest_due_at).total_seconds(), 0.0) if p.oldest_due_at else 0.0 for p in s.pools},
         )
         yield _gauge("tickwork_pool_workers", "Live workers serving the pool.", {p.pool: p.workers for p in s.pools})

@@ -8,6 +8,7 @@ from django.utils import timezone
 from dashboard import executions_page as pages
 from dashboard import selectors
 from executions.models import Execution
+from executions.scheduling import job_pause
 
 pytestmark = pytest.mark.django_db
 NOW = timezone.now
@@ -238,3 +239,17 @@ def test_a_pool_filter_over_budget_is_narrowed_to_the_last_day(tenant, make_job,
     monkeypatch.setattr(pages, "_execution_walk", lambda **kw: (_ for _ in ()).throw(OperationalError("timeout")))
     result = pages.execution_page(scope=None, filters=pages.ExecutionFilters(pool="default"), page=1, now=now)
     assert result.gave_up and result.rows == []
+
+
+def test_queue_depth_tells_a_paused_jobs_due_work_apart(member_client, tenant, make_job):
+    """Issue 31, item 2: the overview's "Due backlog" is work waiting for a slot; a paused job's
+    due execution is shown apart, as paused."""
+    now = timezone.now()
+    job_pause(job=make_job(tenant, run_at=now - timedelta(minutes=5), now=now), now=now)
+
+    (default,) = [p for p in selectors.queue_depths(scope=None, now=now) if p.pool == "default"]
+
+    assert (default.pending_due, default.depth) == (0, 0)
+    assert default.paused_due == 1
+    html = member_client.get("/dashboard/").content.decode()
+    assert "+1 paused" in html

@@ -26,9 +26,16 @@ class PoolSerializer(serializers.Serializer):
     admitted = serializers.IntegerField(help_text="QUEUED + RUNNING: on the broker or running.")
     queued = serializers.IntegerField()
     running = serializers.IntegerField()
-    dueBacklog = serializers.IntegerField(help_text="PENDING executions whose time has come.")
+    dueBacklog = serializers.IntegerField(
+        help_text="PENDING executions whose time has come, waiting for a slot of the pool: the signal to add "
+        "workers. Not those held by a paused job or a paused pool (pausedDue), nor those not due yet."
+    )
     oldestDueAgeSec = serializers.FloatField(
-        allow_null=True, help_text="How long the oldest of them has been due; null when none is."
+        allow_null=True, help_text="How long the oldest of the backlog has been due; null when the backlog is empty."
+    )
+    pausedDue = serializers.IntegerField(
+        help_text="PENDING executions whose time has come, held by a paused job or a paused pool (pendingReason "
+        "JOB_PAUSED or POOL_PAUSED): no worker would run them; they run once resumed."
     )
     paused = serializers.BooleanField(help_text="An operator paused the pool: nothing of it is admitted.")
     pausedAt = serializers.DateTimeField(allow_null=True)
@@ -52,6 +59,7 @@ def pool_as_json(p: PoolOverview, now, pause: PoolPause | None) -> dict:
         "running": p.running,
         "dueBacklog": p.due_backlog,
         "oldestDueAgeSec": round((now - p.oldest_due_at).total_seconds(), 3) if p.oldest_due_at else None,
+        "pausedDue": p.paused_due,
         "paused": pause is not None,
         "pausedAt": pause.paused_at if pause else None,
         "pausedBy": pause.paused_by if pause else None,

@@ -6,10 +6,12 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from executions.models import Execution
+from executions.scheduling import job_pause
 from pools.models import PoolPause
 
 pytestmark = pytest.mark.django_db
@@ -40,7 +42,9 @@ def test_staff_pause_and_resume_a_pool_and_every_caller_sees_it(staff, api, tena
         "user ops",
         "db failover",
     )
-    assert body["pausedAt"] is not None and body["dueBacklog"] == 1
+    assert body["pausedAt"] is not None
+    # Its due work waits on the pause, not on a slot: no backlog for the autoscaler.
+    assert (body["dueBacklog"], body["oldestDueAgeSec"], body["pausedDue"]) == (0, None, 1)
     seen = _pool(api)  # a tenant sees the pool is paused (its work waits on it), not who did it less
     assert seen["paused"] is True and seen["pauseReason"] == "db failover"
     (execution,) = api.get("/v1/executions?state=PENDING").json()["results"]
@@ -50,6 +54,7 @@ def test_staff_pause_and_resume_a_pool_and_every_caller_sees_it(staff, api, tena
 
     resumed = staff.post("/v1/pools/default/resume")
     assert resumed.status_code == 200 and resumed.json()["paused"] is False
+    assert (resumed.json()["dueBacklog"], resumed.json()["pausedDue"]) == (1, 0)
     assert resumed.json()["pausedAt"] is None and not PoolPause.objects.exists()
 
 
@@ -102,3 +107,23 @@ def test_pool_pause_and_resume_through_the_api_are_audited_with_who_and_why(staf
     ]
     assert rows[0].detail == "db failover"
     assert rows[2].action == "pool.pause" and rows[2].outcome == "REFUSED" and rows[2].actor.startswith("token ")
+
+
+def test_a_paused_jobs_due_work_is_no_backlog_in_the_api_or_the_metrics(api, tenant, make_job, settings):
+    """Issue 31, item 2: the autoscaling signal counts only due work waiting for a slot. A paused
+    job's due execution is `pausedDue`, and does not age the pool; an active one's is backlog."""
+    settings.TICKWORK_METRICS_TOKEN, settings.TICKWORK_METRICS_CACHE_SECONDS = "metrics-token", 0
+    now = timezone.now()
+    job_pause(job=make_job(tenant, run_at=now - timedelta(minutes=5), now=now), now=now)
+
+    pool = _pool(api)
+    assert (pool["dueBacklog"], pool["oldestDueAgeSec"]) == (0, None)
+    assert pool["pausedDue"] == 1
+    metrics = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer metrics-token").content.decode()
+    assert 'tickwork_pool_due_backlog{pool="default"} 0.0' in metrics
+    assert 'tickwork_pool_oldest_due_age_seconds{pool="default"} 0.0' in metrics
+    assert 'tickwork_pool_paused_due{pool="default"} 1.0' in metrics
+
+    make_job(tenant, run_at=now - timedelta(seconds=30), now=now)
+    pool = _pool(api)
+    assert (pool["dueBacklog"], pool["pausedDue"]) == (1, 1) and 29 < pool["oldestDueAgeSec"] < 120

@@ -23,6 +23,7 @@ FAMILIES = {
     "tickwork_execution_run_duration_seconds": "histogram",
     "tickwork_dead_letter_executions": "gauge",
     "tickwork_pool_due_backlog": "gauge",
+    "tickwork_pool_paused_due": "gauge",
     "tickwork_pool_admitted": "gauge",
     "tickwork_pool_oldest_due_age_seconds": "gauge",
     "tickwork_pool_workers": "gauge",
