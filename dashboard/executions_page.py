@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q
 
+from dashboard.id_search import id_span
 from dashboard.queries import OverBudget, queries
-from dashboard.selectors import STATE_ORDER, _uuid_or_none, narrow_scope
+from dashboard.selectors import STATE_ORDER, narrow_scope
 from executions.models import Execution
 from executions.selectors import execution_list
 from jobs.selectors import job_list
@@ -26,8 +27,8 @@ class ExecutionFilters:
     # A time range of the executions' latest activity (updated_at).
     since: datetime | None = None
     until: datetime | None = None
-    # One search box: an execution, job or run id; else text in the job's name or handler or in
-    # the error.
+    # One search box: an execution, job or run id, whole or short (dashboard/id_search.py); else
+    # text in the job's name or handler or in the error.
     q: str = ""
     # Where the page starts (the previous page's last row): see `activity_cursor`.
     after: tuple[datetime, uuid.UUID] | None = None
@@ -43,6 +44,9 @@ class ExecutionPage:
     gave_up: bool = False
     # The next page's cursor (`after`), when the rows are in activity order and there is one.
     next_after: str | None = None
+    # The job whose history the rows are (the `job` filter, or a job's id searched), in its
+    # schedule's order; None when they are in activity order.
+    history_of: uuid.UUID | None = None
 
 
 # A filter no index covers (pool) may have to read far to fill a page; past this it is stopped.
@@ -127,17 +131,21 @@ def _execution_walk(*, scope: list[int] | None, filters: ExecutionFilters, page:
     job = filters.job
     search = filters.q
     by_id = False
-    if search and (searched_id := _uuid_or_none(search)) is not None:
-        # An id: that execution; else that job's history; else that run's steps (a few rows).
-        search, by_id = "", True
-        if execution_list(scope=scope).filter(pk=searched_id).exists():
-            executions = executions.filter(pk=searched_id)
-        elif job_list(scope=scope).filter(pk=searched_id).exists():
-            job, by_id = str(searched_id), False
-        else:
-            executions = executions.filter(run_id=searched_id)
+    if search and (span := id_span(search)) is not None:
+        # An id in any form the pages show, whole or its first 8 characters or more: the
+        # executions, runs' steps and jobs' histories it names (each an index range); one job's
+        # alone is its history, in its schedule's order. Text that names nothing by id (8 hex
+        # digits can be a word of an error) is searched as text below.
+        jobs = list(job_list(scope=scope).filter(span.q("pk")).values_list("pk", flat=True)[:SEARCH_JOBS])
+        named = execution_list(scope=scope).filter(span.q("pk") | span.q("run_id")).exists()
+        if len(jobs) == 1 and not named:
+            job, search = str(jobs[0]), ""
+        elif jobs or named:
+            executions = executions.filter(span.q("pk") | span.q("run_id") | Q(job_id__in=jobs))
+            search, by_id = "", True
     if filters.after and not job:
         executions = executions.filter(_before(filters.after))
+    job_id = None
     if job:
         try:
             job_id = uuid.UUID(job)
@@ -179,4 +187,4 @@ def _execution_walk(*, scope: list[int] | None, filters: ExecutionFilters, page:
     has_next = len(ordered) > PAGE_SIZE
     rows = ordered[:PAGE_SIZE]
     next_after = activity_cursor(rows[-1]) if has_next and order == ACTIVITY and rows else None
-    return ExecutionPage(rows=rows, has_next=has_next, next_after=next_after)
+    return ExecutionPage(rows=rows, has_next=has_next, next_after=next_after, history_of=job_id)

@@ -7,7 +7,6 @@ no COUNT(*) over a whole state, no sort of the whole table. The comment on each 
 index bounds it.
 """
 
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,6 +16,7 @@ from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import TruncMinute
 
 from audit.models import ActorKind, AuditEntry
+from dashboard.id_search import id_span
 from dashboard.queries import queries
 from executions.backlog import due_work
 from executions.last_runs import failing
@@ -294,10 +294,11 @@ def job_page(*, scope: list[int] | None, filters: JobFilters, page: int) -> tupl
     """One page of jobs, newest first, with their last run; (jobs, has_next). No COUNT(*)."""
     jobs = job_list(scope=narrow_scope(scope=scope, tenant_slug=filters.tenant))
     if filters.q:
-        try:
-            jobs = jobs.filter(Q(pk=uuid.UUID(filters.q)) | Q(name__icontains=filters.q))
-        except ValueError:
-            jobs = jobs.filter(name__icontains=filters.q)
+        # Part of its name, or its id in any form the pages show (dashboard/id_search.py).
+        matches = Q(name__icontains=filters.q)
+        if (span := id_span(filters.q)) is not None:
+            matches |= span.q("pk")
+        jobs = jobs.filter(matches)
     if filters.state:
         jobs = jobs.filter(state=filters.state)
     if filters.type:
@@ -482,9 +483,11 @@ def audit_page(*, scope: list[int] | None, filters: AuditFilters, page: int) -> 
         kind = Q(actor_kind=filters.kind)
         entries = entries.filter(kind | Q(actor_kind__isnull=True) if filters.kind == ActorKind.DASHBOARD else kind)
     if filters.target:
+        # Any target's id as typed; a job's, execution's, run's or rule's id in any form the pages
+        # show (dashboard/id_search.py); and every entry about a job so named.
         target = Q(target_id=filters.target)
-        if (job_id := _uuid_or_none(filters.target)) is not None:
-            target |= Q(job_id=job_id)
+        if (span := id_span(filters.target)) is not None:
+            target |= span.text_q("target_id") | span.q("job_id")
         entries = entries.filter(target)
     start = (page - 1) * PAGE_SIZE
     rows = list(entries.order_by("-at", "-id")[start : start + PAGE_SIZE + 1])
@@ -497,10 +500,3 @@ def audit_for_job(*, scope: list[int] | None, job: Job, limit: int = 20) -> list
 
 def audit_for_execution(*, scope: list[int] | None, execution: Execution, limit: int = 20) -> list[AuditEntry]:
     return list(audit_list(scope=scope).filter(target_id=str(execution.pk)).order_by("-at", "-id")[:limit])
-
-
-def _uuid_or_none(value: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        return None

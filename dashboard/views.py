@@ -477,6 +477,7 @@ def execution_list_view(request: ScopedRequest) -> HttpResponse:
             "executions": result.rows,
             "narrowed_to": result.narrowed_to,
             "gave_up": result.gave_up,
+            "history_of": result.history_of,
             "filters": filters,
             "raw": {name: request.GET.get(name, "") for name in ("since", "until")},
             "states": [s.value for s in selectors.STATE_ORDER],
