@@ -21,8 +21,8 @@ from executions.models import Execution, Origin, Run
 from executions.services import execution_cancel
 from executions.states import TERMINAL, ExecutionState, InvalidTransition
 from executions.store import Moved
-from jobs import cron, misfire, workflow
-from jobs.models import ConcurrencyPolicy, Job, JobType, MisfirePolicy
+from jobs import misfire, recurrence, workflow
+from jobs.models import ConcurrencyPolicy, Job, MisfirePolicy
 
 S = ExecutionState
 OPEN = [state for state in ExecutionState if state not in TERMINAL]
@@ -129,7 +129,7 @@ def admit(*, claimed: Sequence[Moved], now: datetime, misfire_grace: timedelta) 
             cancel_run(run_id=run.pk, now=now, reason=reason)
             skipped_runs.add(run.pk)
         Run.objects.filter(pk=run.pk).update(admitted=True)
-        if job.type == JobType.CRON and run.origin == Origin.SCHEDULE:
+        if job.is_recurring and run.origin == Origin.SCHEDULE:
             previous = next((m.traceparent for m in claimed if m.run_id == run.pk), "")
             made += _make_next(job, after=run.scheduled_for, now=now, previous=previous)
     return {m.id for m in claimed if m.run_id in skipped_runs}, made
@@ -140,7 +140,7 @@ def _policy_verdict(run: Run, job: Job, *, now: datetime, grace: timedelta) -> s
     REPLACE the job's other unfinished runs are cancelled here. As for a plain job's fires, the
     policies are the schedule's: a cron job's scheduled runs; a trigger ("run now") or an event
     is asked for and runs."""
-    if job.type != JobType.CRON or run.origin != Origin.SCHEDULE:
+    if not job.is_recurring or run.origin != Origin.SCHEDULE:
         return ""
     if misfire.skips(policy=job.misfire_policy, scheduled_for=run.scheduled_for, now=now, grace=grace):
         return f"missed fire of {run.scheduled_for.isoformat()} skipped (misfirePolicy SKIP)"
@@ -160,13 +160,14 @@ def _policy_verdict(run: Run, job: Job, *, now: datetime, grace: timedelta) -> s
 
 
 def _make_next(job: Job, *, after: datetime, now: datetime, previous: str = "") -> int:
-    """The cron job's next run after the fire `after` (past `now` unless RUN_ALL backfills);
+    """The recurring job's next run after the fire `after` (past `now` unless RUN_ALL backfills);
     none if a claim made it already (the unique index of fires decides). The run is a trace of
     its own, linked to the run before it (`previous`, its trace context)."""
-    seed = str(job.pk)
-    fire_at = cron.next_fire(job.schedule, job.timezone, after, seed=seed)
+    schedule = recurrence.of_job(job)
+    assert schedule is not None  # only a recurring job's scheduled run is followed by another
+    fire_at = schedule.next_fire(after)
     if fire_at <= now and job.misfire_policy != MisfirePolicy.RUN_ALL:
-        fire_at = cron.next_fire(job.schedule, job.timezone, now, seed=seed)
+        fire_at = schedule.next_fire(now)
     try:
         with transaction.atomic(), tracing.fire_trace(job_id=job.pk, scheduled_for=fire_at, previous=previous):
             fire(job=job, scheduled_for=fire_at, now=now, wake=False)

@@ -17,7 +17,7 @@ from executions.models import Execution, Origin, Run
 from executions.services import execution_cancel
 from executions.states import ExecutionState
 from executions.store import store
-from jobs import cron
+from jobs import cron, recurrence
 from jobs import transitions as job_transitions
 from jobs.models import Job, JobType
 from jobs.rows import new_row
@@ -55,15 +55,25 @@ def first_fire(*, job: Job, now: datetime) -> datetime | None:
     """When a job's schedule first fires (a DELAYED job's run_at is set from its delay first);
     None for an EVENT job, which no time fires. The API has refused a job without one: a one-off
     with no time, a schedule that never fires. A schedule's hashed (H) values are resolved with
-    the job's id, so they hold for its life."""
+    the job's id, so they hold for its life. A recurring job fires first at its `start_at` when
+    that is ahead (jobs/recurrence.py)."""
     if job.type == JobType.EVENT:
         return None
     fire: datetime | None = job.run_at
-    if job.type == JobType.CRON:
-        fire = cron.next_fire(job.schedule, job.timezone, now, seed=str(job.pk))
+    if (schedule := recurrence.of_job(job)) is not None:
+        fire = recurrence.first_fire(schedule, now=now, start=job.start_at)
     if fire is None:
         raise ValueError(f"job {job.pk} ({job.type}) has no first fire")
     return fire
+
+
+def _complete_timing(job: Job, now: datetime) -> None:
+    """What a job's timing takes from the moment it is made: a new DELAYED job's instant, and an
+    INTERVAL job's first fire when no `start_at` was given (a job changed to INTERVAL likewise)."""
+    if job.type == JobType.DELAYED and job._state.adding:
+        job.run_at = _delayed_run_at(job, now)
+    if job.type == JobType.INTERVAL and job.start_at is None:
+        job.start_at = now
 
 
 def _delayed_run_at(job: Job, now: datetime) -> datetime:
@@ -146,8 +156,7 @@ def _job_create(
                     **fields,
                 },
             )
-            if job.type == JobType.DELAYED:
-                job.run_at = _delayed_run_at(job, now)
+            _complete_timing(job, now)
             job.next_fire_at = first_fire(job=job, now=now)
             _insert_new_jobs(jobs=[job], now=now)
     except IntegrityError:
@@ -255,8 +264,7 @@ def _jobs_create_bulk(
                         **fields,
                     },
                 )
-                if job.type == JobType.DELAYED:
-                    job.run_at = _delayed_run_at(job, now)
+                _complete_timing(job, now)
                 try:
                     job.next_fire_at = first_fire(job=job, now=now)
                 except cron.CronError as exc:
@@ -313,7 +321,7 @@ def _job_by_key(*, tenant: Tenant, key: str, fingerprint: str) -> Job | None:
 
 
 # Fields whose change moves the pending fire of the schedule.
-_TIMING_FIELDS = {"run_at", "delay_sec", "schedule", "timezone"}
+_TIMING_FIELDS = {"type", "run_at", "delay_sec", "schedule", "timezone", "every_sec", "start_at"}
 
 
 @transaction.atomic
@@ -334,6 +342,7 @@ def job_update(*, job: Job, fields: dict[str, Any], now: datetime, actor: str = 
     if _TIMING_FIELDS & fields.keys():
         if job.type == JobType.DELAYED and "delay_sec" in fields:
             job.run_at = _delayed_run_at(job, now)
+        _complete_timing(job, now)
         fire = first_fire(job=job, now=now)
         job.next_fire_at = fire
         moved = pending.filter(origin=Origin.SCHEDULE, attempt=1, run__isnull=True).update(

@@ -10,9 +10,9 @@ from executions.backlog import NONE as NO_DUE
 from executions.backlog import due_work
 from executions.models import Execution, ExecutionEvent, Origin
 from executions.states import ExecutionState
-from jobs import cron, misfire
+from jobs import misfire, recurrence
 from jobs import registry as job_registry
-from jobs.models import Job, JobType
+from jobs.models import Job
 from jobs.states import InvalidJobTransition, JobState
 from pools import registry
 
@@ -59,20 +59,18 @@ def job_resume_preview(*, job: Job, now: datetime, limit: int = 100) -> ResumePr
         raise InvalidJobTransition(job.pk, current, JobState.ACTIVE)
     grace = timedelta(seconds=settings.TICKWORK_MISFIRE_GRACE_SECONDS)
     pending = list(Execution.objects.filter(job_id=job.pk, state=ExecutionState.PENDING).order_by("scheduled_for"))
-    chained = [e for e in pending if job.type == JobType.CRON and e.origin == Origin.SCHEDULE and e.attempt == 1]
+    schedule = recurrence.of_job(job)
+    chained = [e for e in pending if schedule and e.origin == Origin.SCHEDULE and e.attempt == 1]
     # Retries, triggered runs and one-offs' runs are outside the policies: each runs when due.
     others = sorted(e.scheduled_for for e in pending if e not in chained and e.available_at <= now)
-    if chained:
-        seed = str(job.pk)
+    if chained and schedule is not None:
         result = misfire.catch_up(
             policy=job.misfire_policy,
             pending=chained[-1].scheduled_for,
             now=now,
             grace=grace,
-            fires_between=lambda start, end, n: cron.fires_between(
-                job.schedule, job.timezone, start, end, limit=n, seed=seed
-            ),
-            next_fire=lambda after: cron.next_fire(job.schedule, job.timezone, after, seed=seed),
+            fires_between=schedule.fires_between,
+            next_fire=schedule.next_fire,
             limit=limit,
         )
         # An older pending fire than the chain's (rare: a backfill paused midway) is claimed alone.

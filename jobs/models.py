@@ -10,11 +10,14 @@ class JobType(models.TextChoices):
     ONCE = "ONCE"
     DELAYED = "DELAYED"
     CRON = "CRON"
+    INTERVAL = "INTERVAL"  # every `every_sec` seconds from `start_at` (jobs/recurrence.py)
     EVENT = "EVENT"  # fires once per matching event (events/), never by time
 
 
-# The types that run once and are COMPLETED when that run ends; CRON and EVENT jobs fire again.
+# The types that run once and are COMPLETED when that run ends; the others fire again.
 ONE_OFF_TYPES = (JobType.ONCE, JobType.DELAYED)
+# The types that fire by a schedule (jobs/recurrence.py), with misfire and overlap policies.
+RECURRING_TYPES = (JobType.CRON, JobType.INTERVAL)
 
 
 class Priority(models.IntegerChoices):
@@ -54,6 +57,10 @@ class Job(models.Model):
     delay_sec = models.PositiveIntegerField(null=True, blank=True)
     schedule = models.CharField(max_length=200, blank=True)
     timezone = models.CharField(max_length=64, default="UTC")
+    # INTERVAL: the period, and the first fire (the anchor of every later one). A CRON job may
+    # have a start_at too: no fire before it.
+    every_sec = models.PositiveIntegerField(null=True, blank=True)
+    start_at = models.DateTimeField(null=True, blank=True)
     # Empty for a workflow job: each of its steps names its own target.
     pool = models.CharField(max_length=64, blank=True)
     handler = models.CharField(max_length=100, blank=True)
@@ -107,6 +114,10 @@ class Job(models.Model):
             ),
             models.CheckConstraint(condition=~Q(type="CRON") | ~Q(schedule=""), name="job_cron_has_schedule"),
             models.CheckConstraint(condition=~Q(type="EVENT") | ~Q(event_name=""), name="job_event_has_name"),
+            models.CheckConstraint(
+                condition=~Q(type="INTERVAL") | Q(every_sec__gte=1, start_at__isnull=False),
+                name="job_interval_has_period",
+            ),
             models.CheckConstraint(condition=Q(type__in=JobType.values), name="job_type_valid"),
             models.CheckConstraint(condition=Q(state__in=JobState.values), name="job_state_valid"),
             models.CheckConstraint(condition=Q(max_attempts__gte=1), name="job_max_attempts_positive"),
@@ -130,6 +141,10 @@ class Job(models.Model):
     @property
     def is_one_off(self) -> bool:
         return self.type in ONE_OFF_TYPES
+
+    @property
+    def is_recurring(self) -> bool:
+        return self.type in RECURRING_TYPES
 
 
 class JobVersion(models.Model):

@@ -37,6 +37,7 @@ _TIMING: dict[str, tuple[str, ...]] = {
     JobType.ONCE: ("runAt",),
     JobType.DELAYED: ("delaySec",),
     JobType.CRON: ("schedule", "timezone"),
+    JobType.INTERVAL: ("everySec", "startAt"),
     JobType.EVENT: (),
 }
 
@@ -54,6 +55,8 @@ def definition_of(job: Job) -> dict[str, Any]:
         "delaySec": job.delay_sec,
         "schedule": job.schedule,
         "timezone": job.timezone,
+        "everySec": job.every_sec,
+        "startAt": _instant(job.start_at),
     }
     # A workflow job's steps carry its targets and payloads; an EVENT job's event is its timing.
     what: dict[str, Any] = (
@@ -67,6 +70,8 @@ def definition_of(job: Job) -> dict[str, Any]:
         "name": job.name,
         "type": job.type,
         **{name: timing[name] for name in _TIMING[job.type]},
+        # A CRON job's earliest fire, when it has one (most have none, and their versions never said).
+        **({"startAt": timing["startAt"]} if job.type == JobType.CRON and job.start_at else {}),
         **what,
         "retryPolicy": {
             "maxAttempts": job.max_attempts,

@@ -22,7 +22,8 @@ from executions.models import Execution
 from jobs.models import Priority
 from pools.models import PoolClock, TenantShare
 
-# A row of the claim: (execution id, whether its job is a cron job, tenant id, priority).
+# A row of the claim: (execution id, whether its job recurs (CRON or INTERVAL: the claim makes its
+# next fire), tenant id, priority).
 DueRow = tuple[uuid.UUID, bool, int, int]
 
 
@@ -33,6 +34,8 @@ class Snapshot(NamedTuple):
     paused: frozenset[str] = frozenset()  # pools an operator paused: nothing of them is admitted
 
 
+# Whether the job fires by a schedule (jobs.models.RECURRING_TYPES).
+_RECURS = "j.type IN ('CRON', 'INTERVAL')"
 _ACTIVE_JOB = "JOIN jobs_job j ON j.id = e.job_id AND j.state = 'ACTIVE'"
 
 
@@ -87,7 +90,7 @@ class AdmissionStatements:
         """Up to `limit` executions of active jobs due in `pool` by `now`: HIGH priority first,
         then by due time."""
         rows = self.fetch(
-            f"SELECT e.id, j.type = 'CRON', e.tenant_id, e.priority FROM executions_execution e {_ACTIVE_JOB}"
+            f"SELECT e.id, {_RECURS}, e.tenant_id, e.priority FROM executions_execution e {_ACTIVE_JOB}"
             " WHERE e.state = 'PENDING' AND e.pool = %s AND e.available_at <= %s"
             " ORDER BY e.priority, e.available_at LIMIT %s",
             [pool, now, limit],
@@ -133,7 +136,7 @@ class AdmissionStatements:
         rows = []
         for tenant_id, quota in quotas.items():
             rows += self.fetch(
-                f"SELECT e.id, j.type = 'CRON', e.tenant_id, e.priority FROM executions_execution e {_ACTIVE_JOB}"
+                f"SELECT e.id, {_RECURS}, e.tenant_id, e.priority FROM executions_execution e {_ACTIVE_JOB}"
                 " WHERE e.state = 'PENDING' AND e.pool = %s AND e.priority = %s AND e.tenant_id = %s"
                 " AND e.available_at <= %s ORDER BY e.available_at LIMIT %s",
                 [pool, priority, tenant_id, now, quota],
@@ -198,7 +201,7 @@ class PostgresAdmissionStatements(AdmissionStatements):
         rows = self.fetch(
             "SELECT due.id, due.cron, due.tenant_id, due.priority"
             " FROM (VALUES (0), (1), (2)) AS level(priority) CROSS JOIN LATERAL ("
-            f"  SELECT e.id, j.type = 'CRON' AS cron, e.tenant_id, e.priority FROM executions_execution e {_ACTIVE_JOB}"
+            f"  SELECT e.id, {_RECURS} AS cron, e.tenant_id, e.priority FROM executions_execution e {_ACTIVE_JOB}"
             "  WHERE e.state = 'PENDING' AND e.pool = %s AND e.priority = level.priority AND e.available_at <= %s"
             "  ORDER BY e.available_at LIMIT %s"
             ") AS due LIMIT %s",
@@ -258,7 +261,7 @@ class PostgresAdmissionStatements(AdmissionStatements):
         rows = self.fetch(
             "SELECT due.id, due.cron, due.tenant_id, due.priority"
             " FROM unnest(%s::bigint[], %s::integer[]) AS q(tenant_id, quota) CROSS JOIN LATERAL ("
-            f"  SELECT e.id, j.type = 'CRON' AS cron, e.tenant_id, e.priority FROM executions_execution e {_ACTIVE_JOB}"
+            f"  SELECT e.id, {_RECURS} AS cron, e.tenant_id, e.priority FROM executions_execution e {_ACTIVE_JOB}"
             "  WHERE e.state = 'PENDING' AND e.pool = %s AND e.priority = %s AND e.tenant_id = q.tenant_id"
             "  AND e.available_at <= %s ORDER BY e.available_at LIMIT q.quota"
             ") AS due",

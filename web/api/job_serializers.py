@@ -10,7 +10,7 @@ from rest_framework import serializers
 from executions.runs import RUN_STATES
 from executions.scheduling import MAX_BULK_JOBS
 from jobs import cron, registry
-from jobs.models import ConcurrencyPolicy, Job, JobType, MisfirePolicy, Priority
+from jobs.models import RECURRING_TYPES, ConcurrencyPolicy, Job, JobType, MisfirePolicy, Priority
 from jobs.payloads import StrictSerializer
 from web.api.event_serializers import EventNameField
 from web.api.execution_serializers import ExecutionSerializer
@@ -32,8 +32,11 @@ TIMING_FIELD_OF: dict[str, str] = {
     JobType.ONCE: "runAt",
     JobType.DELAYED: "delaySec",
     JobType.CRON: "schedule",
+    JobType.INTERVAL: "everySec",
     JobType.EVENT: "on",
 }
+# The longest interval: ten years, as a delay.
+MAX_EVERY_SEC = MAX_DELAY_SEC
 
 
 class JobInputSerializer(StrictSerializer):
@@ -45,6 +48,19 @@ class JobInputSerializer(StrictSerializer):
     delaySec = serializers.IntegerField(min_value=0, max_value=MAX_DELAY_SEC, required=False, allow_null=True)
     schedule = ScheduleField(max_length=200, required=False)
     timezone = TimezoneField(required=False)
+    everySec = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_EVERY_SEC,
+        required=False,
+        allow_null=True,
+        help_text="INTERVAL jobs: seconds between fires, anchored at startAt (a run's length never shifts them).",
+    )
+    startAt = AwareDateTimeField(
+        required=False,
+        allow_null=True,
+        help_text="INTERVAL jobs: the first fire, the anchor of the rest (default: when the job is created). "
+        "CRON jobs: no fire before it.",
+    )
     target = TargetSerializer(required=False, help_text="What runs: required unless `workflow` is given.")
     workflow = WorkflowSerializer(
         required=False, help_text="Steps to run on each fire instead of one `target`; each has its own target."
@@ -80,14 +96,17 @@ class JobInputSerializer(StrictSerializer):
             "runAt": attrs.get("runAt", job.run_at if job else None),
             "delaySec": attrs.get("delaySec", job.delay_sec if job else None),
             "schedule": attrs.get("schedule", job.schedule if job else ""),
+            "everySec": attrs.get("everySec", job.every_sec if job else None),
             "on": attrs.get("on", job.event_name if job else ""),
         }
         required = TIMING_FIELD_OF[kind]
         if merged[required] in (None, ""):
             raise serializers.ValidationError({required: [f"is required for type {kind}"]})
-        for name in ("runAt", "delaySec", "schedule", "on"):
+        for name in merged:
             if name != required and attrs.get(name) not in (None, ""):
                 raise serializers.ValidationError({name: [f"is not allowed for type {kind}"]})
+        if attrs.get("startAt") is not None and kind not in RECURRING_TYPES:
+            raise serializers.ValidationError({"startAt": [f"is only used by CRON and INTERVAL jobs, not {kind}"]})
         if attrs.get("filter") and kind != JobType.EVENT:
             raise serializers.ValidationError({"filter": [f"is only used by EVENT jobs, not {kind}"]})
         self._check_target_or_workflow(attrs, job)
@@ -164,6 +183,8 @@ class JobInputSerializer(StrictSerializer):
             "delaySec": "delay_sec",
             "schedule": "schedule",
             "timezone": "timezone",
+            "everySec": "every_sec",
+            "startAt": "start_at",
             "payload": "payload",
             "timeoutSec": "timeout_sec",
             "misfirePolicy": "misfire_policy",
@@ -239,6 +260,10 @@ class JobOutputSerializer(serializers.Serializer):
     delaySec = serializers.IntegerField(source="delay_sec", allow_null=True)
     schedule = serializers.CharField()
     timezone = serializers.CharField()
+    everySec = serializers.IntegerField(source="every_sec", allow_null=True, help_text="An INTERVAL job's period.")
+    startAt = serializers.DateTimeField(
+        source="start_at", allow_null=True, help_text="An INTERVAL job's anchor; a CRON job's earliest fire."
+    )
     target = serializers.SerializerMethodField()
     workflow = serializers.JSONField(allow_null=True, help_text="A workflow job's steps; null for a job with a target.")
     on = _BlankAsNull(source="event_name", allow_null=True, help_text="An EVENT job's event name; null otherwise.")
@@ -398,7 +423,9 @@ class FireTimeSerializer(serializers.Serializer):
 
 
 class SchedulePreviewSerializer(serializers.Serializer):
-    schedule = serializers.CharField()
+    schedule = serializers.CharField(allow_blank=True, help_text='The cron expression; "" for an interval.')
+    everySec = serializers.IntegerField(required=False, help_text="Given for an interval: its period.")
+    startAt = serializers.DateTimeField(required=False, help_text="Given for an interval: its anchor.")
     resolvedSchedule = serializers.CharField(
         required=False,
         help_text="Given with `seed`: the schedule as a plain cron expression, its `H` values resolved with "

@@ -1,5 +1,6 @@
 import functools
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from django.http import Http404
@@ -27,7 +28,7 @@ from executions.scheduling import (
     request_fingerprint,
 )
 from executions.selectors import execution_list, job_resume_preview
-from jobs import cron
+from jobs import cron, recurrence
 from jobs.models import Job
 from jobs.selectors import job_get, job_list
 from tenants.models import Tenant
@@ -37,6 +38,7 @@ from web.api.job_fields import AwareDateTimeField, ScheduleField, TimezoneField
 from web.api.job_filters import JobFilter
 from web.api.job_serializers import (
     BULK_ERROR_SCHEMA,
+    MAX_EVERY_SEC,
     JobBulkInputSerializer,
     JobBulkOutputSerializer,
     JobDetailOutputSerializer,
@@ -57,10 +59,12 @@ from web.rest import BulkJSONParser, ExecutionPagination, representer
 # one is a 400 naming the field.
 JOB_RULES = """Rules between fields, checked with the schema's:
 
-- `type` decides the timing field: `runAt` (ONCE, with an offset), `delaySec` (DELAYED) or
-  `schedule` (CRON); the other two are not allowed, and `timezone` is for CRON jobs only.
+- `type` decides the timing field: `runAt` (ONCE, with an offset), `delaySec` (DELAYED),
+  `schedule` (CRON), `everySec` (INTERVAL) or `on` (EVENT); the others are not allowed,
+  `timezone` is for CRON jobs only, and `startAt` for CRON and INTERVAL jobs.
 - `payload` must fit the handler's declared shape (`sleep`: `seconds`; `fail`: `failTimes`,
-  `message`; `http`: `url` required, `method`, `headers`, `body`, `timeoutSec`; `noop`: any object).
+  `message`; `http`: `url` required, `method`, `headers`, `body`, `timeoutSec`; `celery`:
+  `bridge` and `task` required, `args`, `kwargs`, `queue`, `wait`, `waitTimeoutSec`; `noop`: any object).
 - `retryPolicy.maxDelayMs` must be at least `initialDelayMs`.
 - A token creates only in its own tenant; an update cannot change `type` or `tenant`, and is
   checked against the stored job (a CRON job's new `timezone` against its schedule, and so on).
@@ -347,7 +351,15 @@ class JobExecutionsApi(generics.ListAPIView):
 
 
 class PreviewQuerySerializer(serializers.Serializer):
-    schedule = ScheduleField(max_length=200, help_text="A cron expression, e.g. `30 2 * * *`.")
+    schedule = ScheduleField(
+        max_length=200, required=False, help_text="A cron expression, e.g. `30 2 * * *` (or give `everySec`)."
+    )
+    everySec = serializers.IntegerField(
+        min_value=1, max_value=MAX_EVERY_SEC, required=False, help_text="An interval in seconds, instead of `schedule`."
+    )
+    startAt = AwareDateTimeField(
+        required=False, help_text="With `everySec`: the interval's anchor (its first fire); default `after`."
+    )
     timezone = TimezoneField(required=False, default="UTC", help_text="An IANA timezone.")
     count = serializers.IntegerField(min_value=1, max_value=100, required=False, default=5)
     after = AwareDateTimeField(required=False, help_text="ISO 8601 with an offset; default now.")
@@ -377,6 +389,12 @@ class PreviewQuerySerializer(serializers.Serializer):
         return value
 
     def validate(self, attrs):
+        if ("schedule" in attrs) == ("everySec" in attrs):
+            raise serializers.ValidationError({"schedule": ["give a schedule or everySec (an interval), one of them"]})
+        if "startAt" in attrs and "everySec" not in attrs:
+            raise serializers.ValidationError({"startAt": ["is only used with everySec"]})
+        if "everySec" in attrs:
+            return attrs
         # Without a seed there is no honest answer for an H schedule: each job has its own times.
         if "seed" not in attrs and cron.resolve(attrs["schedule"], "-") != attrs["schedule"]:
             raise serializers.ValidationError(
@@ -397,24 +415,27 @@ class SchedulePreviewApi(APIView):
         params = query.validated_data
         zone = cron.parse_timezone(params["timezone"])
         seed = params.get("seed")
+        after = params.get("after") or timezone.now()
+        schedule: recurrence.Recurrence
+        if "everySec" in params:
+            start = params.get("startAt") or after
+            schedule = recurrence.Interval(every=timedelta(seconds=params["everySec"]), start=start)
+        else:
+            schedule = recurrence.Cron(params["schedule"], params["timezone"], seed=seed)
         try:
-            fires = cron.fires_after(
-                params["schedule"],
-                params["timezone"],
-                params.get("after") or timezone.now(),
-                params["count"],
-                seed=seed,
-            )
+            fires = schedule.fires_after(after, params["count"])
         except (ValueError, OverflowError) as exc:  # CronError, or a date past year 9999
-            raise serializers.ValidationError({"schedule": [str(exc)]}) from exc
-        body = {
-            "schedule": params["schedule"],
+            raise serializers.ValidationError({"everySec" if "everySec" in params else "schedule": [str(exc)]}) from exc
+        body: dict[str, Any] = {
+            "schedule": params.get("schedule", ""),
             "timezone": params["timezone"],
             "fireTimes": [
                 {"utc": fire.strftime("%Y-%m-%dT%H:%M:%SZ"), "local": fire.astimezone(zone).isoformat()}
                 for fire in fires
             ],
         }
-        if seed is not None:
+        if "everySec" in params:
+            body.update(everySec=params["everySec"], startAt=schedule.start.isoformat().replace("+00:00", "Z"))
+        elif seed is not None:
             body["resolvedSchedule"] = cron.resolve(params["schedule"], seed)
         return Response(body)

@@ -346,7 +346,7 @@ def test_schema_is_openapi_3_with_the_contract_paths(client):
     event = schema["components"]["schemas"]["ExecutionEvent"]["properties"]
     assert set(event) == {"time", "from", "to", "attempt", "worker", "message"}
     fire_times = schema["components"]["schemas"]["SchedulePreview"]["properties"]
-    assert set(fire_times) == {"schedule", "resolvedSchedule", "timezone", "fireTimes"}
+    assert set(fire_times) == {"schedule", "resolvedSchedule", "everySec", "startAt", "timezone", "fireTimes"}
 
 
 def test_schema_as_json(client):
