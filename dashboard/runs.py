@@ -18,7 +18,7 @@ from django.db.models import Count, OuterRef, QuerySet, Subquery
 
 from dashboard.run_graph import Graph, Node, layout
 from executions.models import Execution, ExecutionEvent, Run
-from executions.runs import run_state
+from executions.runs import UNFINISHED_RUN_STATES, run_state
 from executions.selectors import execution_list
 from executions.states import ExecutionState
 from jobs import workflow
@@ -83,7 +83,7 @@ class RunDetail:
     @property
     def finished_at(self) -> datetime | None:
         """When its last step ended, once none can run any more."""
-        if self.state == "RUNNING":
+        if self.state in UNFINISHED_RUN_STATES:
             return None
         return max((e.finished_at for e in self._executions if e.finished_at), default=None)
 
@@ -118,7 +118,8 @@ def run_detail(*, scope: list[int] | None, run: Run) -> RunDetail:
         )
         for step in run.steps
     ]
-    return RunDetail(run=run, state=run_state(states.values()), steps=steps, graph=layout(run.steps))
+    state = run_state((e.state, e.attempt) for e in executions.values())
+    return RunDetail(run=run, state=state, steps=steps, graph=layout(run.steps))
 
 
 def _waits_for(step: workflow.Step, states: dict[str, str]) -> list[str]:
@@ -144,32 +145,28 @@ def job_runs_page(*, scope: list[int] | None, job: Job, page: int) -> tuple[list
     start = (page - 1) * PAGE_SIZE
     found = list(runs[start : start + PAGE_SIZE + 1])
     shown = found[:PAGE_SIZE]
-    counts: dict[Any, dict[str, int]] = {run.pk: {} for run in shown}
+    counts: dict[Any, dict[tuple[str, int], int]] = {run.pk: {} for run in shown}
     if shown:
         grouped = (
             execution_list(scope=scope)
             .filter(run_id__in=list(counts))
             .order_by()
-            .values("run_id", "state")
+            .values("run_id", "state", "attempt")
             .annotate(n=Count("id"))
         )
         for row in grouped:
-            counts[row["run_id"]][row["state"]] = row["n"]
+            counts[row["run_id"]][(row["state"], row["attempt"])] = row["n"]
     rows = [
         RunRow(
             run=run,
-            state=_state_of_counts(counts[run.pk]),
-            succeeded=counts[run.pk].get(S.SUCCEEDED, 0),
+            # run_state wants each step's (state, attempt); the distinct pairs present say the same.
+            state=run_state(counts[run.pk]),
+            succeeded=sum(n for (state, _), n in counts[run.pk].items() if state == S.SUCCEEDED),
             total=sum(counts[run.pk].values()),
         )
         for run in shown
     ]
     return rows, len(found) > PAGE_SIZE
-
-
-def _state_of_counts(counts: dict[str, int]) -> str:
-    # run_state wants each step's state; the distinct states present say the same.
-    return run_state(state for state, n in counts.items() if n)
 
 
 def workflow_steps(job: Job) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """A job's last run, as the job resource and the dashboard show it: its state in run terms
-(executions.runs.run_state: RUNNING, SUCCEEDED, FAILED, CANCELLED) and when it last moved, so
-that a one-off whose run failed reads as failed rather than merely completed; and the failing
-jobs, those whose last run ended FAILED.
+(executions.runs.run_state: RUNNING, SUCCEEDED, FAILED, CANCELLED; never PENDING, as it has
+begun) and when it last moved, so that a one-off whose run failed reads as failed rather than
+merely completed; and the failing jobs, those whose last run ended FAILED.
 
 The last run is the job's newest execution that has begun: not one still waiting for its first
 attempt (a cron job's next fire, a one-off before its time, a workflow step waiting upstream). A
@@ -20,7 +20,7 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 
 from executions.models import Execution
-from executions.runs import run_state
+from executions.runs import UNFINISHED_RUN_STATES, run_state
 from executions.states import ExecutionState
 from jobs.models import Job
 
@@ -40,7 +40,7 @@ NONE = LastRun(None, None)
 
 
 def _begun() -> Q:
-    """Executions that have begun: not waiting for their first attempt."""
+    """Executions that have begun: not waiting for their first attempt (executions.runs.step_begun)."""
     return ~Q(state=S.BLOCKED) & ~Q(state=S.PENDING, attempt=1)
 
 
@@ -63,14 +63,14 @@ def last_runs(jobs: Iterable[Job]) -> dict[Any, LastRun]:
     rows = {
         row["pk"]: row
         for row in Execution.objects.filter(pk__in=[e for e in newest.values() if e is not None]).values(
-            "pk", "job_id", "run_id", "state", "finished_at", "started_at", "updated_at"
+            "pk", "job_id", "run_id", "state", "attempt", "finished_at", "started_at", "updated_at"
         )
     }
     run_ids = {row["run_id"] for row in rows.values() if row["run_id"] is not None}
     steps: dict[Any, list[Any]] = {}
     if run_ids:
         for step in Execution.objects.filter(run_id__in=run_ids).values(
-            "run_id", "state", "finished_at", "started_at", "updated_at"
+            "run_id", "state", "attempt", "finished_at", "started_at", "updated_at"
         ):
             steps.setdefault(step["run_id"], []).append(step)
     found = {}
@@ -80,13 +80,13 @@ def last_runs(jobs: Iterable[Job]) -> dict[Any, LastRun]:
             found[job_id] = NONE
             continue
         parts = steps.get(row["run_id"], [row]) if row["run_id"] is not None else [row]
-        state = run_state(part["state"] for part in parts)
+        state = run_state((part["state"], part["attempt"]) for part in parts)
         found[job_id] = LastRun(state, max(_moved_at(part, state) for part in parts))
     return found
 
 
 def _moved_at(row: Any, state: str) -> datetime:
-    if state != "RUNNING" and row["finished_at"] is not None:
+    if state not in UNFINISHED_RUN_STATES and row["finished_at"] is not None:
         return row["finished_at"]
     return row["started_at"] or row["updated_at"]
 

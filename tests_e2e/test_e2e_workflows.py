@@ -62,7 +62,7 @@ def test_a_diamond_runs_its_last_step_once_after_both_branches_with_their_result
     for execution in steps.values():
         assert _count(execution, "RUNNING", "SUCCEEDED") == 1
     assert _count(d, "BLOCKED", "PENDING") == 1
-    assert run_state(e.state for e in steps.values()) == "SUCCEEDED"
+    assert run_state((e.state, e.attempt) for e in steps.values()) == "SUCCEEDED"
     job.refresh_from_db()
     assert job.state == "COMPLETED"
 

@@ -140,12 +140,25 @@ def test_a_workflow_jobs_page_lists_its_runs_newest_first(member_client, tenant,
     assert table.index(f"/dashboard/runs/{newer}/") < table.index(f"/dashboard/runs/{older}/")
     rows = re.findall(r'<tr data-run="([^"]+)">(.*?)</tr>', table, re.S)
     assert [run for run, _ in rows] == [str(newer), str(older)]
-    assert 'data-run-state="RUNNING"' in rows[0][1] and ">0/2<" in rows[0][1]
+    # No step of it has begun: PENDING, not RUNNING (issue 31, item 3).
+    assert 'data-run-state="PENDING"' in rows[0][1] and ">0/2<" in rows[0][1]
     assert 'data-run-state="SUCCEEDED"' in rows[1][1] and ">2/2<" in rows[1][1]
     assert "schedule" in rows[0][1]
     steps = html[html.index('data-testid="workflow-steps"') :]
     assert '<tr data-step="b"><td class="mono">b</td>' in steps and "noop <span" in steps
     assert "<dt>Target</dt>" not in html
+
+
+def test_a_run_none_of_whose_steps_has_begun_is_pending_on_its_page(member_client, tenant):
+    """Issue 31, item 3: a run made for tomorrow is PENDING, not RUNNING, and has no end yet."""
+    job = _workflow_job(tenant)
+    run_id, _ = _fire(job, at=timezone.now() + timedelta(days=1))
+
+    html = member_client.get(f"/dashboard/runs/{run_id}/").content.decode()
+
+    summary = html[html.index('data-testid="run-state"') :]
+    assert 'data-run-state="PENDING"' in summary[:400] and "none has begun" in summary[:400]
+    assert 'data-run-state="RUNNING"' not in html
 
 
 def test_the_job_pages_runs_are_paged_apart_from_its_executions(member_client, tenant, monkeypatch):

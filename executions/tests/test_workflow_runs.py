@@ -40,6 +40,37 @@ def _states(job) -> dict[str, str]:
     return {step: e.state for step, e in _steps(job).items()}
 
 
+def test_a_run_is_pending_until_one_of_its_steps_has_begun(tenant, make_job):
+    """Issue 31, item 3: a cron workflow's run made for tomorrow was RUNNING with 0 of 4 steps.
+    A run none of whose steps has begun (roots PENDING on their first attempt, the rest BLOCKED)
+    is PENDING; once its root is admitted it is RUNNING, and so it stays while a step waits for
+    a retry."""
+    now = timezone.now()
+    job = _workflow_job(make_job, tenant, now, type="CRON", schedule="0 2 * * *", timezone="UTC", run_at=None)
+    root = _steps(job)["a"]
+    assert root.scheduled_for > now and root.scheduled_for.hour == 2
+
+    assert runs.run_state((e.state, e.attempt) for e in _steps(job).values()) == "PENDING"
+    assert transitions.queue_many([root.pk], now=now, publish_grace=timedelta(seconds=30))
+    assert runs.run_state((e.state, e.attempt) for e in _steps(job).values()) == "RUNNING"
+
+
+@pytest.mark.parametrize(
+    ("steps", "state"),
+    [
+        ([("PENDING", 1), ("BLOCKED", 1)], "PENDING"),
+        ([("QUEUED", 1), ("BLOCKED", 1)], "RUNNING"),
+        ([("PENDING", 2), ("BLOCKED", 1)], "RUNNING"),  # its root waits to be retried
+        ([("SUCCEEDED", 1), ("PENDING", 1)], "RUNNING"),
+        ([("CANCELLED", 1), ("CANCELLED", 1)], "CANCELLED"),
+        ([("SUCCEEDED", 1), ("DEAD", 2)], "FAILED"),
+        ([("SUCCEEDED", 1), ("SUCCEEDED", 3)], "SUCCEEDED"),
+    ],
+)
+def test_a_runs_state_from_its_steps(steps, state):
+    assert runs.run_state(steps) == state
+
+
 def _run_step(execution_id, now, result=None):
     row = start(execution_id, now=now)
     assert transitions.succeed(execution_id=row.pk, lease_token=row.lease_token, now=now, result=result)
@@ -86,7 +117,7 @@ def test_the_diamond_releases_each_step_once_after_all_its_upstream_steps_succee
     claim(later)
     _run_step(steps["d"].pk, later)
     assert Job.objects.get(pk=job.pk).state == "COMPLETED"  # a one-off workflow job ends with its run
-    assert runs.run_state(_states(job).values()) == "SUCCEEDED"
+    assert runs.run_state((e.state, e.attempt) for e in _steps(job).values()) == "SUCCEEDED"
 
 
 def test_a_dead_step_cancels_its_downstream_steps_and_not_the_others_and_a_redrive_reopens_them(tenant, make_job):
@@ -104,7 +135,7 @@ def test_a_dead_step_cancels_its_downstream_steps_and_not_the_others_and_a_redri
     assert cancelled.message == "upstream step 'b' ended DEAD"
     assert Job.objects.get(pk=job.pk).state == "ACTIVE"  # c can still run
     _run_step(steps["c"].pk, now)
-    assert runs.run_state(_states(job).values()) == "FAILED"
+    assert runs.run_state((e.state, e.attempt) for e in _steps(job).values()) == "FAILED"
     assert Job.objects.get(pk=job.pk).state == "COMPLETED"
 
     execution_redrive(execution=Execution.objects.get(pk=steps["b"].pk), now=now)
@@ -129,7 +160,7 @@ def test_cancelling_a_run_cancels_its_unfinished_steps_with_the_runs_reason(tena
     )
     assert messages == {"run cancelled by ada"}
     assert Job.objects.get(pk=job.pk).state == "COMPLETED"
-    assert runs.run_state(_states(job).values()) == "CANCELLED"
+    assert runs.run_state((e.state, e.attempt) for e in _steps(job).values()) == "CANCELLED"
 
 
 def test_a_step_runs_with_its_own_retry_policy(tenant, make_job):

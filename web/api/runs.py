@@ -39,12 +39,14 @@ class RunSerializer(serializers.Serializer):
         {
             "type": "string",
             "enum": list(runs.RUN_STATES),
-            "description": "RUNNING while a step can still run; then FAILED (a step ended DEAD), CANCELLED "
-            "(a step was cancelled) or SUCCEEDED.",
+            "description": "PENDING while none of its steps has begun (each BLOCKED, or PENDING on its first "
+            "attempt: waiting for its time or a slot, as a cron job's next run does); RUNNING while a step has "
+            "begun and one can still run; then FAILED (a step ended DEAD), CANCELLED (a step was cancelled) or "
+            "SUCCEEDED.",
         }
     )
     def get_state(self, run: Run) -> str:
-        return runs.run_state(execution.state for execution in run.executions.all())
+        return runs.run_state((execution.state, execution.attempt) for execution in run.executions.all())
 
     @extend_schema_field(RunStepSerializer(many=True))
     def get_steps(self, run: Run) -> list[dict]:

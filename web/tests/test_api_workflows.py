@@ -45,7 +45,8 @@ def test_a_workflow_job_is_created_with_a_run_of_its_steps(api):
 
     run = api.get(f"/v1/runs/{run_id}").json()
 
-    assert run["runId"] == run_id and run["jobId"] == job["jobId"] and run["state"] == "RUNNING"
+    # Due in an hour, no step has begun: PENDING, not RUNNING (issue 31, item 3).
+    assert run["runId"] == run_id and run["jobId"] == job["jobId"] and run["state"] == "PENDING"
     assert [(s["step"], s["state"], s["dependsOn"]) for s in run["steps"]] == [
         ("extract", "PENDING", []),
         ("clean", "BLOCKED", ["extract"]),
@@ -54,6 +55,24 @@ def test_a_workflow_job_is_created_with_a_run_of_its_steps(api):
     ]
     runs = api.get(f"/v1/jobs/{job['jobId']}/runs").json()
     assert [r["runId"] for r in runs["results"]] == [run_id]
+
+
+def test_a_cron_workflows_run_for_tomorrow_is_pending_not_running(api):
+    """Issue 31, item 3: a cron workflow job's run scheduled for tomorrow 02:00Z was listed
+    RUNNING with 0 of its 4 steps. Until a step begins it is PENDING, in the run and in the job's
+    runs; the schema's enum of run states says PENDING."""
+    body = _job(DIAMOND, type="CRON", schedule="0 2 * * *", timezone="UTC")
+    del body["delaySec"]
+    job = api.post("/v1/jobs", body, format="json").json()
+
+    (listed,) = api.get(f"/v1/jobs/{job['jobId']}/runs").json()["results"]
+    run = api.get(f"/v1/runs/{listed['runId']}").json()
+
+    assert (listed["state"], run["state"]) == ("PENDING", "PENDING")
+    assert run["scheduledFor"].endswith("T02:00:00Z")
+    assert {s["state"] for s in run["steps"]} == {"PENDING", "BLOCKED"}
+    schema = api.get("/v1/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    assert "PENDING" in schema["components"]["schemas"]["RunStateEnum"]["enum"]
 
 
 def test_a_plain_jobs_execution_has_no_run_or_step(api):
