@@ -212,6 +212,8 @@ def _aware_utc(value: datetime, name: str) -> datetime:
 
 _MICROSECOND = timedelta(microseconds=1)
 _MINUTE_US = 60_000_000
+_HOUR_US = 60 * _MINUTE_US
+_DAY_US = 24 * _HOUR_US
 
 
 def _hour_offset(tz: zoneinfo.ZoneInfo, day: date, hour: int) -> timedelta | None:
@@ -265,21 +267,24 @@ def _ceil_div(a: int, b: int) -> int:
 def _count_day(
     schedule: Schedule, tz: zoneinfo.ZoneInfo, day: date, origin: datetime, after: int, tally: _Tally
 ) -> int:
-    """Count the day's fires after ``after`` (microseconds from ``origin``); return its last fire.
-    An hour with one offset throughout (every hour of a day without a transition) is counted;
-    the hours a transition touches are listed by _transition_day_fires."""
+    """Count the day's fires after ``after`` (microseconds from ``origin``); return its last fire
+    (``after`` when none counts). An hour with one offset throughout (every hour of a day without
+    a transition) is counted; the hours a transition touches are listed by _transition_day_fires."""
     offset = _uniform_offset(tz, day)
-    clean = (
-        dict.fromkeys(schedule.hours, offset)
-        if offset is not None
-        else {hour: o for hour in schedule.hours if (o := _hour_offset(tz, day, hour)) is not None}
-    )
     latest = after
+    if offset is not None:
+        # One offset all day: its fires lie in the 24 hours from its midnight, and each hour's
+        # start is a sum. A day wholly before `after` or past the intervals counts nothing.
+        base = (datetime.combine(day, time(), tzinfo=UTC) - offset - origin) // _MICROSECOND
+        if base + _DAY_US <= after + 1 or base >= tally.end:
+            return after
+        for hour in schedule.hours:
+            latest = max(latest, tally.hour(hour_start=base + hour * _HOUR_US, after=after))
+        return latest
+    clean = {hour: o for hour in schedule.hours if (o := _hour_offset(tz, day, hour)) is not None}
     for hour, hour_offset in clean.items():
         hour_start = datetime.combine(day, time(hour), tzinfo=UTC) - hour_offset
         latest = max(latest, tally.hour(hour_start=(hour_start - origin) // _MICROSECOND, after=after))
-    if len(clean) == len(schedule.hours):
-        return latest
     listed = [hour for hour in schedule.hours if hour not in clean]
     for fire in _transition_day_fires(schedule, tz, day, origin + after * _MICROSECOND, hours=listed):
         # A skipped wall time fires where the gap ends: maybe a time one of the counted hours has.
