@@ -1,5 +1,5 @@
 """An INTERVAL job of 2 s on real workers and a real dispatcher: each fire runs, on the grid
-start + k × 2 s, whatever the runs' lengths (anchored: no drift)."""
+start + k * 2 s, whatever the runs' lengths (anchored: no drift)."""
 
 from datetime import timedelta
 
