@@ -5,107 +5,18 @@ broker and Redis as its result backend (README, "Existing Celery tasks")."""
 import json
 import os
 import signal
-import subprocess
-import sys
-import textwrap
-import uuid
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
 
 from executions.models import Execution
+from testing import legacy_celery
 from testing.harness import history, wait_for
 
 pytestmark = pytest.mark.e2e
 
-AMQP = os.environ.get("TICKWORK_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672//")
-
-# The team's existing Celery app: it knows nothing of Tickwork. Each task writes a line saying
-# what it received, so the test sees the message as the consumer saw it.
-LEGACY_APP = textwrap.dedent(
-    """
-    import json, os, time
-    from celery import Celery
-
-    app = Celery("legacy", broker=os.environ["LEGACY_BROKER"], backend=os.environ["LEGACY_BACKEND"])
-    app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
-
-    def record(task):
-        line = {
-            "taskId": task.request.id,
-            "name": task.name,
-            "args": list(task.request.args or []),
-            "kwargs": dict(task.request.kwargs or {}),
-            "queue": (task.request.delivery_info or {}).get("routing_key"),
-            "executionId": getattr(task.request, "tickwork_execution_id", None),
-            "attempt": getattr(task.request, "tickwork_attempt", None),
-        }
-        with open(os.environ["LEGACY_RECORD"], "a") as out:
-            out.write(json.dumps(line) + "\\n")
-
-    @app.task(bind=True, name="billing.tasks.charge")
-    def charge(self, customer, amount, currency="EUR"):
-        record(self)
-        return {"charged": amount, "customer": customer, "currency": currency}
-
-    @app.task(bind=True, name="billing.tasks.decline")
-    def decline(self, customer):
-        record(self)
-        raise ValueError(f"card declined for customer {customer}")
-
-    @app.task(bind=True, name="billing.tasks.slow")
-    def slow(self, seconds):
-        record(self)
-        time.sleep(seconds)
-        return {"slept": seconds}
-    """
-)
-
-
-class Legacy:
-    """The foreign app's worker, consuming one queue of the test's own."""
-
-    def __init__(self, tmp_path: Path, backend: str) -> None:
-        self.queue = f"billing-{uuid.uuid4().hex[:8]}"
-        self.record = tmp_path / "legacy-record.jsonl"
-        self.log = tmp_path / "legacy-worker.log"
-        home = tmp_path / "legacy"
-        home.mkdir()
-        (home / "legacy_billing.py").write_text(LEGACY_APP)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "TICKWORK_", "CELERY_"))}
-        env.update(
-            PYTHONPATH=str(home),
-            LEGACY_BROKER=AMQP,
-            LEGACY_BACKEND=backend,
-            LEGACY_RECORD=str(self.record),
-            PYTHONUNBUFFERED="1",
-        )
-        with self.log.open("wb") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "legacy_billing", "worker", "-Q", self.queue, "-c", "2",
-                 "--without-mingle", "--without-gossip", "-l", "INFO"],
-                cwd=home, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
-        wait_for(lambda: " ready." in self.log.read_text(), timeout=60, what="the legacy worker to be ready")
-
-    def received(self) -> list[dict]:
-        if not self.record.exists():
-            return []
-        return [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-        from kombu import Connection
-
-        with Connection(AMQP) as connection:
-            connection.default_channel.queue_delete(self.queue)
+AMQP = legacy_celery.AMQP
+Legacy = legacy_celery.Legacy
 
 
 @pytest.fixture

@@ -389,7 +389,7 @@ class Store(AdmissionStatements):
         if not job_ids:
             return []
         where, params = self.id_in(job_ids)
-        read_as = [Job._meta.get_field(column) for column in columns]  # the columns are the fields' names
+        read_as: list[Any] = [Job._meta.get_field(column) for column in columns]  # columns named as the fields
         return self.fetch(f"SELECT {', '.join(columns)} FROM jobs_job WHERE {where}", params, read_as=read_as)
 
     # --- the dispatcher's reads ----------------------------------------------------------------------

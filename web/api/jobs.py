@@ -434,7 +434,7 @@ class SchedulePreviewApi(APIView):
                 for fire in fires
             ],
         }
-        if "everySec" in params:
+        if isinstance(schedule, recurrence.Interval):
             body.update(everySec=params["everySec"], startAt=schedule.start.isoformat().replace("+00:00", "Z"))
         elif seed is not None:
             body["resolvedSchedule"] = cron.resolve(params["schedule"], seed)
