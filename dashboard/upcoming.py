@@ -9,8 +9,10 @@ count added once per job: a herd of a thousand identical schedules costs one cou
 
 A schedule's fires are counted per bucket, not listed (cron.fire_counts): an every-minute job
 costs about what an hourly one does, so every schedule counted is counted in full, to the end of
-the 24 hours. Whom a fire loads: a plain job's pool; a workflow job's fire starts each of its
-steps in the step's pool, so it counts once per step in that pool.
+the 24 hours. A fire already due and not yet dispatched counts in the first bucket; the fires a
+lagging dispatcher missed before that are the misfire policy's to run or skip, and are not
+counted. Whom a fire loads: a plain job's pool; a workflow job's fire starts each of its steps in
+the step's pool, so it counts once per step in that pool.
 
 What bounds the work (a page stays well under 300 ms): at most MAX_JOBS jobs are read (the nearest
 first) and at most MAX_SCHEDULES distinct schedules are counted. A schedule beyond those counts
