@@ -68,6 +68,8 @@ def make_job():
             fields.setdefault("run_at", now + timedelta(hours=1))
         elif kind == "DELAYED":
             fields.setdefault("delay_sec", 3600)
+        elif kind == "INTERVAL":
+            fields.setdefault("every_sec", 3600)
         else:
             fields.setdefault("schedule", "0 * * * *")
         return job_create(tenant=tenant, fields=fields, now=now).job

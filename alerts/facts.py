@@ -14,7 +14,7 @@ from executions.backlog import due_work
 from executions.models import Execution, Origin
 from executions.states import ExecutionState
 from jobs import registry
-from jobs.models import JobType
+from jobs.models import RECURRING_TYPES
 from jobs.states import JobState
 from pools import registry as workers
 from pools import roles
@@ -134,15 +134,16 @@ def _no_workers(rule: AlertRule, *, now: datetime) -> list[Breach]:
 
 
 def _due_fires(rule: AlertRule, *, now: datetime, threshold: float) -> list[DueFire]:
-    """First attempts of ACTIVE cron jobs' scheduled fires, due more than `threshold` ago and not
-    started: PENDING (no dispatcher claimed them) or QUEUED (claimed, and no worker took them)."""
+    """First attempts of ACTIVE recurring (CRON and INTERVAL) jobs' scheduled fires, due more
+    than `threshold` ago and not started: PENDING (no dispatcher claimed them) or QUEUED
+    (claimed, and no worker took them)."""
     cutoff = now - timedelta(seconds=threshold)
     fires = Execution.objects.filter(
         state__in=[S.PENDING, S.QUEUED],
         origin=Origin.SCHEDULE,
         attempt=1,
         scheduled_for__lt=cutoff,
-        job__type=JobType.CRON,
+        job__type__in=RECURRING_TYPES,
         job__state=JobState.ACTIVE,
     )
     if rule.tenant_id is not None:

@@ -15,7 +15,6 @@ from alerts.models import Alert, AlertKind, AlertRule
 from alerts.selectors import alert_get, alert_list, rule_get, rule_list
 from alerts.services import rule_create, rule_delete, rule_update
 from jobs import registry
-from jobs.models import JobType
 from jobs.selectors import job_get
 from tenants.models import Tenant
 from tenants.selectors import scope_of
@@ -98,8 +97,8 @@ def _model_fields(data: dict[str, Any], *, tenant: Tenant | None, current: Alert
         job = job_get(scope=None if tenant is None else [tenant.pk], job_id=job_id)
         if job is None:
             errors["jobId"] = ["no such job" + ("" if tenant is None else f" in tenant {tenant.slug}")]
-        elif kind == AlertKind.MISSED_FIRE and job.type != JobType.CRON:
-            errors["jobId"] = [f"MISSED_FIRE watches cron jobs; this job is {job.type}"]
+        elif kind == AlertKind.MISSED_FIRE and not job.is_recurring:
+            errors["jobId"] = [f"MISSED_FIRE watches CRON and INTERVAL jobs; this job is {job.type}"]
     if errors:
         raise serializers.ValidationError(errors)
     fields: dict[str, Any] = {
