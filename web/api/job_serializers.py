@@ -291,7 +291,8 @@ class JobOutputSerializer(serializers.Serializer):
         {
             "type": "string",
             "nullable": True,
-            "enum": [*RUN_STATES, None],
+            # A last run has begun, so it is never PENDING (a run none of whose steps has begun).
+            "enum": [*(state for state in RUN_STATES if state != "PENDING"), None],
             "description": "The state of the job's last run (the newest that has begun: a workflow job's run "
             "of steps, a plain job's execution): RUNNING while it can still run (a retry waiting included), "
             "then SUCCEEDED, FAILED (DEAD, or discarded from the dead letter since) or CANCELLED. Null before "
