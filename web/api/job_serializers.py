@@ -103,8 +103,13 @@ class JobInputSerializer(StrictSerializer):
         if merged[required] in (None, ""):
             raise serializers.ValidationError({required: [f"is required for type {kind}"]})
         for name in merged:
-            if name != required and attrs.get(name) not in (None, ""):
+            if name == required:
+                continue
+            if attrs.get(name) not in (None, ""):
                 raise serializers.ValidationError({name: [f"is not allowed for type {kind}"]})
+            # Given empty, another type's field says "none", which it is: nothing to write (a
+            # DELAYED job's runAt is when its delay ends, which an update must not blank).
+            attrs.pop(name, None)
         if attrs.get("startAt") is not None and kind not in RECURRING_TYPES:
             raise serializers.ValidationError({"startAt": [f"is only used by CRON and INTERVAL jobs, not {kind}"]})
         if attrs.get("filter") and kind != JobType.EVENT:

@@ -6,6 +6,7 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import empty
 
 from jobs import registry, workflow
 from jobs.payloads import StrictSerializer
@@ -21,6 +22,17 @@ def payload_object(value: Any) -> dict:
     return value
 
 
+class StepRetryPolicySerializer(RetryPolicySerializer):
+    """A step's retry policy: what it names, without defaults; the rest is its job's when a run
+    is made (executions.runs.run_steps), on a create as on an update."""
+
+    def get_fields(self):
+        fields = super().get_fields()
+        for field in fields.values():
+            field.default = empty
+        return fields
+
+
 class WorkflowStepSerializer(StrictSerializer):
     name = serializers.RegexField(
         NAME_PATTERN, max_length=100, help_text="Unique in the workflow: letters, digits, `_ . : -`."
@@ -34,7 +46,7 @@ class WorkflowStepSerializer(StrictSerializer):
         max_length=workflow.MAX_STEPS,
         help_text="The steps that must succeed before this one starts; none: it starts with the run.",
     )
-    retryPolicy = RetryPolicySerializer(required=False, help_text="Default: the job's.")
+    retryPolicy = StepRetryPolicySerializer(required=False, help_text="What it does not name: the job's.")
     timeoutSec = serializers.IntegerField(
         min_value=1, max_value=7 * 86400, required=False, help_text="Default: the job's."
     )
@@ -43,10 +55,7 @@ class WorkflowStepSerializer(StrictSerializer):
         return payload_object(value)
 
     def validate(self, attrs):
-        # A PATCH's nested fields get no defaults (DRF's partial): the step is whole either way.
-        attrs.setdefault("payload", {})
-        attrs.setdefault("dependsOn", [])
-        # A PATCH's policy may name part of it (the rest is the job's when a run is made).
+        # A policy may name part of it (the rest is the job's when a run is made).
         policy = attrs.get("retryPolicy") or {}
         if {"maxDelayMs", "initialDelayMs"} <= policy.keys() and policy["maxDelayMs"] < policy["initialDelayMs"]:
             raise serializers.ValidationError({"retryPolicy": {"maxDelayMs": ["must be at least initialDelayMs"]}})
@@ -66,6 +75,15 @@ class WorkflowSerializer(StrictSerializer):
         max_length=workflow.MAX_STEPS,
         help_text=f"1 to {workflow.MAX_STEPS} steps; their dependencies must form no cycle.",
     )
+
+    def to_internal_value(self, data):
+        # An update replaces a job's workflow whole, so it is checked whole, as a create's is.
+        # DRF's partial update (what is not given stays as it is) reaches nested fields through
+        # the root serializer and would let a step without its name or target through, as if
+        # the missing parts came from somewhere: an unbound copy has no partial root.
+        if self.root is not self and getattr(self.root, "partial", False):
+            return WorkflowSerializer().to_internal_value(data)
+        return super().to_internal_value(data)
 
     def validate_steps(self, steps: list[dict]) -> list[dict]:
         errors = workflow.structure_errors(steps)
