@@ -46,6 +46,7 @@ ACTIONS = (
     "apitoken.add",
     "apitoken.change",
     "apitoken.delete",
+    "auth.fail",
 )
 
 

@@ -69,3 +69,9 @@ class ApiToken(models.Model):
     @staticmethod
     def hash_key(raw: str) -> str:
         return hashlib.sha256(raw.encode()).hexdigest()
+
+    @classmethod
+    def prefix_of(cls, raw: str) -> str | None:
+        """The prefix kept in clear of a token whose raw value is `raw`; None for a value not of
+        a token's form, whose first characters may be someone's other secret."""
+        return raw[:10] if raw.startswith(cls.PREFIX) else None

@@ -1,10 +1,16 @@
 from datetime import datetime
 
-from tenants.models import INBOUND_ROTATION_GRACE, Tenant
+from tenants.models import INBOUND_ROTATION_GRACE, ApiToken, Tenant
 
 
 def tenant_get(*, slug: str) -> Tenant | None:
     return Tenant.objects.filter(slug=slug).first()
+
+
+def token_ever_issued(*, raw: str) -> ApiToken | None:
+    """The token whose key is `raw`, revoked or not, with its tenant: who a refused credential was
+    (web.authentication.token_of finds only live ones)."""
+    return ApiToken.objects.select_related("tenant").filter(key_hash=ApiToken.hash_key(raw)).first()
 
 
 def tenants_of_user(*, user) -> list[Tenant] | None:

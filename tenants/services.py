@@ -28,7 +28,9 @@ def tenant_update_quotas(*, tenant: Tenant, **quotas: int | None) -> Tenant:
 def token_create(*, tenant: Tenant, name: str = "") -> tuple[ApiToken, str]:
     """Create a token and return it with its raw value, which is never stored nor shown again."""
     raw = ApiToken.PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken.objects.create(tenant=tenant, name=name, key_prefix=raw[:10], key_hash=ApiToken.hash_key(raw))
+    token = ApiToken.objects.create(
+        tenant=tenant, name=name, key_prefix=ApiToken.prefix_of(raw), key_hash=ApiToken.hash_key(raw)
+    )
     return token, raw
 
 

@@ -2,6 +2,10 @@
 its name, prefix and tenant, as a job's versions name it, or the session's user), what, to which
 object, how it ended, from which address, under which request id.
 
+A request refused for its credentials (a 401: no token, a wrong, malformed or revoked one) is one
+row too, whatever it asked for (`audit_failed_authentication`, from the API's exception handler
+and /metrics): its address, path and the token's prefix, if it had one of a token's form.
+
 A view opts in by naming the audited action of each unsafe method (`audit_actions`) and saying
 what it acted on (`acting_on`, once it has loaded the object). The row is one INSERT in the
 request's own transaction when the request succeeds, so there is no effect without its row; a
@@ -23,9 +27,11 @@ from django.utils import timezone
 from audit.models import ActorKind, AuditOutcome
 from audit.services import Actor, Target, audit_record, client_ip, error_lines, outcome_of
 from executions.store import store
-
-__all__ = ["AuditedApi", "Target", "api_actor"]
+from tenants.models import ApiToken
+from tenants.selectors import token_ever_issued
 from web.authentication import TokenPrincipal, actor_of
+
+__all__ = ["AuditedApi", "Target", "api_actor", "audit_failed_authentication"]
 
 logger = logging.getLogger(__name__)
 
@@ -94,8 +100,9 @@ class AuditedApi:
 
     def _record(self, action: str, outcome: str, detail: str, request_id, kwargs: dict[str, Any]) -> None:
         request = self.request  # type: ignore[attr-defined]
-        if self._audit_skip or not request.user.is_authenticated:
-            return  # nothing done, or no actor: a 401 is not an action anyone took
+        if self._audit_skip or request.user is None or not request.user.is_authenticated:
+            # Nothing done, or no actor: a 401's row is audit_failed_authentication's.
+            return
         target = self._audit_target
         if target is None:
             # Never the object's tenant: a 404 must not file the attempt under someone else's tenant.
@@ -130,3 +137,31 @@ def _reason(data: Any) -> str:
     if isinstance(data, dict) and set(data) == {"detail"}:
         return str(data["detail"])
     return "; ".join(error_lines(data))
+
+
+def audit_failed_authentication(request, reason: str) -> None:
+    """One row for a request refused for its credentials: from which address, to which path, and
+    with which token, by its prefix (a revoked token by its name and tenant, filed under that
+    tenant); what security reviews read the log for. Never raises: the caller's 401 stands."""
+    parts = request.headers.get("Authorization", "").split()
+    raw = parts[1] if len(parts) == 2 and parts[0].lower() == "bearer" else ""  # as the authenticator reads it
+    prefix = ApiToken.prefix_of(raw)
+    actor, tenant_id = "anonymous", None
+    try:
+        if prefix is not None:
+            actor = f"token {prefix}"
+            known = token_ever_issued(raw=raw)
+            if known is not None:
+                named = f"{known.name} ({known.key_prefix})" if known.name else known.key_prefix
+                actor, tenant_id = f"token {named} of {known.tenant.slug}", known.tenant_id
+        with transaction.atomic():  # a savepoint: a failed INSERT leaves the caller's transaction usable
+            audit_record(
+                actor=Actor(user_id=None, username=actor, source_ip=client_ip(request), kind=ActorKind.API),
+                action="auth.fail",
+                target=Target(type="token", id=prefix or "", tenant_id=tenant_id),
+                outcome=AuditOutcome.REFUSED,
+                now=timezone.now(),
+                detail=f"{request.method} {request.path}: {reason}",
+            )
+    except Exception:
+        logger.warning("audit row of a failed authentication not written", exc_info=True)

@@ -26,6 +26,7 @@ from prometheus_client.utils import floatToGoString
 from executions.clock import db_now
 from executions.metrics import Snapshot, metrics_snapshot
 from executions.tallies import Histogram
+from web.audit import audit_failed_authentication
 
 _lock = threading.Lock()
 _rendered: tuple[float, bytes] | None = None  # (monotonic time, body)
@@ -169,6 +170,8 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     if not allowed(request):
         if request.user.is_authenticated:
             return HttpResponse("staff only\n", status=403, content_type="text/plain")
+        given = "Authorization" in request.headers
+        audit_failed_authentication(request, "not the metrics token" if given else "no credentials")
         response = HttpResponse("authentication required\n", status=401, content_type="text/plain")
         response["WWW-Authenticate"] = 'Bearer realm="tickwork-metrics"'
         return response

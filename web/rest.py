@@ -259,6 +259,10 @@ def exception_handler(exc, context):
     from executions.states import InvalidTransition
     from jobs.states import InvalidJobTransition
 
+    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        from web.audit import audit_failed_authentication
+
+        audit_failed_authentication(context["request"], str(exc.detail))
     if isinstance(exc, IdempotencyConflict):
         return Response({"detail": str(exc), "field": "Idempotency-Key"}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, InvalidJobTransition | InvalidTransition):

@@ -100,9 +100,67 @@ def test_refused_invalid_and_not_found_requests_are_audited_with_their_reason(de
     assert not_found.target_label == "" and not_found.job_id is None
 
 
-def test_an_unauthenticated_request_is_not_an_action(client):
-    assert client.post("/v1/jobs", CRON, content_type="application/json").status_code in (401, 403)
-    assert not AuditEntry.objects.exists()
+def test_a_request_without_credentials_is_one_failed_authentication_row(client, caplog):
+    """Issue 31, item 5: the row of a refused request was lost (AttributeError on the missing
+    user, logged as "audit row of a failed API request not written"). A 401 is one row: from
+    which address, to which path, and why; no action row beside it, nothing logged as lost."""
+    response = client.post("/v1/jobs", CRON, content_type="application/json")
+
+    assert response.status_code == 401
+    entry = AuditEntry.objects.get()
+    assert (entry.action, entry.outcome, entry.actor, entry.actor_kind) == ("auth.fail", "REFUSED", "anonymous", "api")
+    assert (entry.target_type, entry.target_id, entry.tenant_id) == ("token", "", None)
+    assert entry.source_ip == "127.0.0.1"
+    assert entry.detail.startswith("POST /v1/jobs: ") and "credentials were not provided" in entry.detail
+    assert "not written" not in caplog.text
+
+
+def test_a_wrong_token_is_recorded_by_its_prefix_on_any_method(tenant):
+    """A guessed or mistyped token: its prefix (as tokens are told apart), for reads too."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Bearer tw_Guessed0123456789")
+
+    assert client.get("/v1/jobs").status_code == 401
+    assert client.post("/v1/jobs", CRON, format="json").status_code == 401
+
+    rows = list(AuditEntry.objects.order_by("id"))
+    assert [(e.action, e.actor, e.target_id) for e in rows] == [("auth.fail", "token tw_Guessed", "tw_Guessed")] * 2
+    assert [e.detail.split(":")[0] for e in rows] == ["GET /v1/jobs", "POST /v1/jobs"]
+    assert "Invalid or revoked token" in rows[0].detail
+
+
+def test_a_revoked_token_is_named_and_filed_under_its_tenant(deploy, tenant):
+    """A revoked token still being used is news for its tenant: named as when it was live."""
+    deploy.token.revoked_at = deploy.token.created_at
+    deploy.token.save()
+
+    assert deploy.post("/v1/jobs", CRON, format="json").status_code == 401
+
+    entry = AuditEntry.objects.get()
+    assert entry.actor == f"token deploy ({deploy.token.key_prefix}) of acme"
+    assert (entry.action, entry.target_id, entry.tenant_id) == ("auth.fail", deploy.token.key_prefix, tenant.pk)
+
+
+@pytest.mark.parametrize("header", ["Bearer hunter2-not-a-token", "Bearer tw_a tw_b", "Basic dXNlcjpwYXNz"])
+def test_a_credential_not_of_a_tokens_form_is_recorded_without_any_of_it(db, header):
+    """Only a token's prefix is kept: the first characters of another secret are not."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=header)
+
+    assert client.delete("/v1/jobs/00000000-0000-0000-0000-000000000000").status_code == 401
+
+    entry = AuditEntry.objects.get()
+    assert (entry.action, entry.actor, entry.target_id) == ("auth.fail", "anonymous", "")
+    assert "hunter2" not in entry.detail and "dXNl" not in entry.detail
+
+
+def test_a_wrong_metrics_token_is_a_failed_authentication(client, settings):
+    settings.TICKWORK_METRICS_TOKEN = "scrape-secret"
+
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
+
+    entry = AuditEntry.objects.get()
+    assert (entry.action, entry.detail) == ("auth.fail", "GET /metrics: not the metrics token")
 
 
 def test_a_bulk_create_is_one_row_in_one_insert(deploy):
