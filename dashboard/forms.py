@@ -9,12 +9,17 @@ from typing import Any
 
 from django.http import QueryDict
 
-from jobs.models import Job, JobType, Priority
+from jobs.models import RECURRING_TYPES, Job, JobType, Priority
 from web import json_input
 from web.api.job_serializers import JobInputSerializer, JobUpdateSerializer
 
 # The form's fields, in the API's names where it has a flat one.
-TIMING_FIELD: dict[str, str] = {JobType.ONCE: "runAt", JobType.DELAYED: "delaySec", JobType.CRON: "schedule"}
+TIMING_FIELD: dict[str, str] = {
+    JobType.ONCE: "runAt",
+    JobType.DELAYED: "delaySec",
+    JobType.CRON: "schedule",
+    JobType.INTERVAL: "everySec",
+}
 RETRY_FIELDS = ("maxAttempts", "backoff", "initialDelayMs", "maxDelayMs")
 SIMPLE_FIELDS = ("timeoutSec", "priority", "misfirePolicy", "concurrencyPolicy")
 FORM_FIELDS = (
@@ -24,6 +29,8 @@ FORM_FIELDS = (
     "delaySec",
     "schedule",
     "timezone",
+    "everySec",
+    "startAt",
     "handler",
     "pool",
     "payload",
@@ -63,6 +70,8 @@ def initial_values(job: Job | None = None, *, tenant_slug: str = "") -> dict[str
             "runAt": "",
             "delaySec": "0",
             "schedule": "",
+            "everySec": "",
+            "startAt": "",
             "timezone": "UTC",
             "handler": "noop",
             "pool": "",
@@ -85,6 +94,8 @@ def initial_values(job: Job | None = None, *, tenant_slug: str = "") -> dict[str
         "delaySec": "" if job.delay_sec is None else str(job.delay_sec),
         "schedule": job.schedule,
         "timezone": job.timezone,
+        "everySec": "" if job.every_sec is None else str(job.every_sec),
+        "startAt": _utc_iso(job.start_at),
         "handler": job.handler,
         "pool": job.pool,
         "payload": json.dumps(job.payload, indent=2, sort_keys=True),
@@ -161,6 +172,9 @@ def _api_data(values: dict[str, str], names: set[str], kind: str, errors: dict[s
         data[timing] = values[timing]
     if "timezone" in data and kind != JobType.CRON:
         del data["timezone"]
+    if "startAt" in names and kind in RECURRING_TYPES:
+        # Emptied on an update: from now (an interval's anchor), or no earliest fire (cron).
+        data["startAt"] = values["startAt"] or None
     if {"handler", "pool"} & names:
         data["target"] = {"handler": values["handler"]}
         if values.get("pool"):

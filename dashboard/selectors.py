@@ -23,8 +23,8 @@ from executions.last_runs import failing
 from executions.models import Execution, ExecutionEvent
 from executions.selectors import execution_list, job_resume_preview
 from executions.states import TERMINAL, ExecutionState
-from jobs import cron
-from jobs.models import Job, JobType
+from jobs import cron, recurrence
+from jobs.models import Job
 from jobs.selectors import job_list
 from jobs.states import InvalidJobTransition, JobState
 from tenants.models import Tenant
@@ -329,11 +329,12 @@ class Fire:
 def next_fires(*, job: Job, now: datetime, count: int) -> list[Fire]:
     """The job's coming fires in UTC and in its own timezone. A one-off has at most its run_at."""
     zone = cron.parse_timezone(job.timezone or "UTC")
-    if job.type == JobType.CRON:
+    schedule = recurrence.of_job(job)
+    if schedule is not None:
         if job.state in (JobState.CANCELLED,):
             return []
         try:
-            times = cron.fires_after(job.schedule, job.timezone, now, count, seed=str(job.pk))
+            times = schedule.fires_after(now, count)
         except (cron.CronError, OverflowError):
             return []
         # The pending fire may be earlier than `now` (due, not yet dispatched): show it first.
@@ -359,7 +360,7 @@ def resume_question(*, job: Job, now: datetime) -> str | None:
         return f" ({shown}{', …' if count > len(values) else ''})" if values else ""
 
     lines = [f"Resume job “{job.name}”?"]
-    if job.type == JobType.CRON:
+    if job.is_recurring:
         lines.append(f"Under misfirePolicy {preview.policy}:")
     lines.append(f"would run now: {plan.run_count}{more}{times(plan.runs, plan.run_count)}")
     lines.append(f"would be skipped: {plan.skip_count}{more}{times(plan.skipped, plan.skip_count)}")

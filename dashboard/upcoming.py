@@ -2,8 +2,9 @@
 operator sees a midnight herd (a thousand jobs on `0 0 * * *`) before it arrives.
 
 Where the fires come from: an active CRON job's schedule (jobs/cron.py, in its timezone, its `H`
-values resolved with its id as the dispatcher resolves them), from its pending fire on; a one-off
-or delayed job's `next_fire_at`. Two jobs whose resolved schedule and timezone are the same fire
+values resolved with its id as the dispatcher resolves them), from its pending fire on; an active
+INTERVAL job's grid (jobs/recurrence.py: arithmetic, per job); a one-off or delayed job's
+`next_fire_at`. Two jobs whose resolved schedule and timezone are the same fire
 at the same instants, so each distinct (schedule, timezone) is counted once per bucket and its
 count added once per job: a herd of a thousand identical schedules costs one count.
 
@@ -27,6 +28,7 @@ from typing import Any
 
 from jobs import cron
 from jobs.models import Job, JobType
+from jobs.recurrence import Interval
 from jobs.states import JobState
 from pools import registry
 from pools.registry import Capacity
@@ -103,7 +105,7 @@ def upcoming_fires(*, scope: list[int] | None, now: datetime) -> Upcoming:
         jobs = jobs.filter(tenant_id__in=scope)
     rows: list[tuple[Any, ...]] = list(
         jobs.order_by("next_fire_at").values_list(
-            "id", "name", "type", "schedule", "timezone", "pool", "next_fire_at", "workflow"
+            "id", "name", "type", "schedule", "timezone", "pool", "next_fire_at", "workflow", "every_sec", "start_at"
         )[: MAX_JOBS + 1]
     )
     jobs_capped = len(rows) > MAX_JOBS
@@ -113,7 +115,14 @@ def upcoming_fires(*, scope: list[int] | None, now: datetime) -> Upcoming:
     groups: dict[tuple[str, str], list[tuple]] = defaultdict(list)
     counted: list[tuple[list[tuple], list[int]]] = []  # (the jobs, their fires in each bucket)
     for row in rows:
-        job_id, _, job_type, schedule, zone, _, next_fire, _ = row
+        job_id, _, job_type, schedule, zone, _, next_fire, _, every_sec, start_at = row
+        if job_type == JobType.INTERVAL:
+            # Arithmetic per job: nothing to share between intervals.
+            interval = Interval(every=timedelta(seconds=every_sec), start=start_at)
+            later = interval.fire_counts(start, BUCKET, BUCKETS, after=next_fire)
+            per_bucket = [pending + fires for pending, fires in zip(_pending(next_fire, start), later, strict=True)]
+            counted.append(([row], per_bucket))
+            continue
         if job_type == JobType.CRON:
             try:
                 groups[(cron.resolve(schedule, str(job_id)), zone)].append(row)

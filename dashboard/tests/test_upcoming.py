@@ -96,6 +96,19 @@ def test_an_every_minute_job_is_counted_to_the_end_of_the_day(tenant, make_job):
     assert not fires.truncated
 
 
+def test_an_interval_job_is_counted_on_its_grid(tenant, make_job):
+    """Every 5 minutes from 21:02 UTC: its first fire in the first bucket (21:00–21:15, after
+    now: 21:12), then three a bucket, to the end of the 24 hours."""
+    start = NOW - timedelta(minutes=5)  # 21:02
+    make_job(tenant, type="INTERVAL", every_sec=300, start_at=start, now=NOW)
+
+    fires = upcoming_fires(scope=None, now=NOW)
+
+    assert [b.count for b in fires.buckets[:3]] == [1, 3, 3]
+    # 21:12, 21:17, … up to the window's end (the 97th bucket ends at 21:15 the next day).
+    assert fires.total == 289
+
+
 def test_a_workflows_fire_counts_in_each_of_its_steps_pools(tenant, make_job):
     """No blank pool: a workflow job has no pool of its own; its fire starts one execution per
     step, each in the step's pool (two in `etl`, one in `default` here)."""

@@ -308,6 +308,23 @@ def test_creating_a_cron_job(member_client):
     assert (job.type, job.schedule, job.timezone, job.run_at) == ("CRON", "30 2 * * *", "America/Los_Angeles", None)
 
 
+def test_creating_and_editing_an_interval_job(member_client, tenant):
+    """An INTERVAL job takes its period and its start; an edit of the period re-times the pending
+    fire, and the edit form shows what the job has."""
+    member_client.post("/dashboard/jobs/new", _job_form(type="INTERVAL", everySec="90", startAt="2031-01-01T09:00:00Z"))
+    job = Job.objects.get()
+    assert (job.type, job.every_sec, job.start_at.isoformat()) == ("INTERVAL", 90, "2031-01-01T09:00:00+00:00")
+    assert job.executions.get().scheduled_for == job.start_at
+    form = member_client.get(f"/dashboard/jobs/{job.pk}/edit").content.decode()
+    assert 'name="everySec" value="90"' in form and 'value="2031-01-01T09:00:00Z"' in form
+    member_client.post(f"/dashboard/jobs/{job.pk}/edit", {**_job_form(type="INTERVAL", everySec="600",
+                       startAt="2031-01-01T09:00:00Z"), "tenant": tenant.slug})  # fmt: skip
+    job.refresh_from_db()
+    assert job.every_sec == 600
+    invalid = member_client.post("/dashboard/jobs/new", _job_form(type="INTERVAL", everySec="0"))
+    assert 'data-error-for="everySec"' in invalid.content.decode()
+
+
 def test_the_form_reports_the_apis_validation_errors(member_client):
     """Bad cron, unknown handler and malformed JSON are reported per field with the API's own
     messages; nothing is created; the attempt is audited as INVALID."""

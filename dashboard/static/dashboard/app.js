@@ -197,23 +197,41 @@
     function showFor() {
       var type = typeInput ? typeInput.value : "";
       form.querySelectorAll("[data-for-type]").forEach(function (f) {
-        f.hidden = type && f.getAttribute("data-for-type") !== type;
+        // A field may serve several types: data-for-type="CRON INTERVAL".
+        f.hidden = type && f.getAttribute("data-for-type").split(" ").indexOf(type) < 0;
       });
     }
     if (typeInput) { typeInput.addEventListener("change", showFor); showFor(); }
     var schedule = form.querySelector("[data-schedule-input]");
     var zone = form.querySelector("[data-timezone-input]");
+    var every = form.querySelector("[data-every-input]");
+    var start = form.querySelector("[data-start-input]");
     var preview = form.querySelector("[data-schedule-preview]");
     if (!schedule || !preview) return;
     var timer = null;
+    function intervalUrl() {
+      var seconds = every ? every.value.trim() : "";
+      if (!seconds) return null;
+      var url = "/v1/schedule/preview?count=5&everySec=" + encodeURIComponent(seconds);
+      if (start && start.value.trim()) url += "&startAt=" + encodeURIComponent(start.value.trim());
+      return url;
+    }
     function update() {
+      var interval = typeInput && typeInput.value === "INTERVAL";
       var expr = schedule.value.trim();
-      if (!expr) { preview.innerHTML = '<span class="muted">Type a schedule to preview its next fires.</span>'; return; }
-      var url = "/v1/schedule/preview?count=5&schedule=" + encodeURIComponent(expr) +
-        "&timezone=" + encodeURIComponent((zone && zone.value.trim()) || "UTC");
-      // An existing job's H values are resolved with its id; a new job has none yet.
-      var seed = preview.getAttribute("data-seed");
-      if (seed) url += "&seed=" + encodeURIComponent(seed);
+      var url = interval ? intervalUrl() : null;
+      if (!interval && expr) {
+        url = "/v1/schedule/preview?count=5&schedule=" + encodeURIComponent(expr) +
+          "&timezone=" + encodeURIComponent((zone && zone.value.trim()) || "UTC");
+        // An existing job's H values are resolved with its id; a new job has none yet.
+        var seed = preview.getAttribute("data-seed");
+        if (seed) url += "&seed=" + encodeURIComponent(seed);
+      }
+      if (!url) {
+        preview.innerHTML = '<span class="muted">Type ' + (interval ? "an interval" : "a schedule") +
+          " to preview its next fires.</span>";
+        return;
+      }
       fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
         .then(function (r) { return r.json().then(function (body) { return { ok: r.ok, body: body }; }); })
         .then(function (res) {
@@ -223,7 +241,8 @@
             err.className = "field-error";
             err.textContent = res.body.seed && !res.body.schedule
               ? "H values are chosen from the job's id: its times show once it is created."
-              : JSON.stringify(res.body.schedule || res.body.timezone || res.body.detail || res.body);
+              : JSON.stringify(res.body.schedule || res.body.everySec || res.body.startAt || res.body.timezone ||
+                               res.body.detail || res.body);
             preview.appendChild(err);
             return;
           }
@@ -238,8 +257,9 @@
         .catch(function () { /* the preview is a help, never a blocker */ });
     }
     function later() { clearTimeout(timer); timer = setTimeout(update, 300); }
-    schedule.addEventListener("input", later);
-    if (zone) zone.addEventListener("input", later);
+    [schedule, zone, every, start, typeInput].forEach(function (input) {
+      if (input) input.addEventListener(input === typeInput ? "change" : "input", later);
+    });
     update();
   }
 
