@@ -46,6 +46,12 @@ ACTIONS = (
     "apitoken.add",
     "apitoken.change",
     "apitoken.delete",
+    "user.add",
+    "user.change",
+    "user.delete",
+    "group.add",
+    "group.change",
+    "group.delete",
     "auth.fail",
 )
 

@@ -5,8 +5,13 @@ admin shows): the saves and deletions through `Audited`'s log_* hooks, which the
 change's own transaction, and the actions through audit.services.audited, one row per object."""
 
 import functools
+from typing import Any
 
+import django.contrib.auth.admin  # registers User and Group, re-registered below with the audit
+from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
@@ -51,15 +56,42 @@ def admin_actor(request) -> Actor:
 
 
 def _target(obj) -> Target:
-    """An object the admin changed: a tenant is its own tenant; anything else names its tenant."""
+    """An object the admin changed, by the name people know it by (a tenant's slug, a user's
+    username; else its id): a tenant is its own tenant; anything else names its tenant."""
     model = type(obj)._meta.model_name
     tenant_id = obj.pk if isinstance(obj, Tenant) else getattr(obj, "tenant_id", None)
     job_id = obj.pk if isinstance(obj, Job) else getattr(obj, "job_id", None)
-    return Target(type=model, id=str(obj.pk), label=str(obj), job_id=job_id, tenant_id=tenant_id)
+    if isinstance(obj, Tenant):
+        name = obj.slug
+    elif isinstance(obj, get_user_model()):
+        name = obj.get_username()
+    else:
+        name = str(obj.pk)
+    return Target(type=model, id=name, label=str(obj), job_id=job_id, tenant_id=tenant_id)
+
+
+def _relations_changed(form) -> list[dict[str, Any]]:
+    """Who was added to or removed from each many-to-many field of a saved form (a tenant's
+    members, a user's groups and permissions), in the change message's terms: Django's own says
+    only "Changed Members."."""
+    changes: list[dict[str, Any]] = []
+    for name in form.changed_data:
+        field = form.fields[name]
+        if not isinstance(field, forms.ModelMultipleChoiceField):
+            continue
+        before = {obj.pk: obj for obj in form.initial.get(name) or []}
+        after = {obj.pk: obj for obj in form.cleaned_data.get(name) or []}
+        noun = str(form.instance._meta.get_field(name).verbose_name).removesuffix("s")
+        changes += [{"added": {"name": noun, "object": str(after[pk])}} for pk in after.keys() - before.keys()]
+        changes += [{"deleted": {"name": noun, "object": str(before[pk])}} for pk in before.keys() - after.keys()]
+    return changes
 
 
 class Audited:
     """Mirrors the admin's own log (additions, changes, deletions) into the audit log."""
+
+    def construct_change_message(self, request, form, formsets, add=False):
+        return super().construct_change_message(request, form, formsets, add) + _relations_changed(form)  # type: ignore[misc]
 
     def log_addition(self, request, obj, message):
         logged = super().log_addition(request, obj, message)  # type: ignore[misc]
@@ -94,7 +126,27 @@ class Audited:
         )
 
 
+def _issue_token(modeladmin, request, tenant: Tenant, name: str) -> ApiToken:
+    """A new token of `tenant`, audited as `apitoken.add`, its key shown once in a message (only
+    its hash is stored)."""
+    token, raw = audited(
+        actor=admin_actor(request),
+        action="apitoken.add",
+        target=_target(tenant),
+        now=timezone.now(),
+        run=functools.partial(token_create, tenant=tenant, name=name),
+        describe=lambda made: f"token {made[0].name} ({made[0].key_prefix})",
+        target_of=lambda made: _target(made[0]),
+    )
+    modeladmin.message_user(
+        request, f"token for {tenant.slug}: {raw} (copy it now; it is not stored)", messages.WARNING
+    )
+    return token
+
+
 class ApiTokenInline(admin.TabularInline):
+    """A tenant's tokens: a new row is issued as `create_token` issues one (TenantAdmin.save_formset)."""
+
     model = ApiToken
     extra = 0
     fields = ["name", "key_prefix", "created_at", "last_used_at", "revoked_at"]
@@ -115,18 +167,23 @@ class TenantAdmin(Audited, FoldsExecutions, admin.ModelAdmin):
     @admin.action(description="Issue a new API token (shown once)", permissions=["change"])
     def issue_token(self, request, queryset):
         for tenant in queryset:
-            _, raw = audited(
-                actor=admin_actor(request),
-                action="apitoken.add",
-                target=_target(tenant),
-                now=timezone.now(),
-                run=functools.partial(token_create, tenant=tenant, name=f"admin:{request.user}"),
-                describe=lambda made: f"token {made[0].name} ({made[0].key_prefix})",
-                target_of=lambda made: _target(made[0]),
-            )
-            self.message_user(
-                request, f"token for {tenant.slug}: {raw} (copy it now; it is not stored)", messages.WARNING
-            )
+            _issue_token(self, request, tenant, f"admin:{request.user}")
+
+    def save_formset(self, request, form, formset, change):
+        if formset.model is not ApiToken:
+            return super().save_formset(request, form, formset, change)
+        # A row added in the inline form would be saved as it is, with no key: a token nobody can
+        # use. It is issued instead, and its key shown once; the change message names it.
+        tokens = formset.save(commit=False)
+        for token in formset.deleted_objects:
+            token.delete()
+        for token in tokens:
+            if token.pk is not None:
+                token.save()
+        formset.new_objects = [
+            _issue_token(self, request, form.instance, token.name or f"admin:{request.user}")
+            for token in formset.new_objects
+        ]
 
 
 @admin.register(ApiToken)
@@ -138,6 +195,21 @@ class ApiTokenAdmin(Audited, admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False  # tokens are issued by the tenant action, which can show the raw value once
+
+
+admin.site.unregister(get_user_model())
+admin.site.unregister(Group)
+
+
+@admin.register(get_user_model())
+class UserAdmin(Audited, django.contrib.auth.admin.UserAdmin):
+    """Django's, with its additions, changes (groups and permissions by name) and deletions in the
+    audit log: who may act in the admin and the dashboard is what a security review reads first."""
+
+
+@admin.register(Group)
+class GroupAdmin(Audited, django.contrib.auth.admin.GroupAdmin):
+    pass
 
 
 @admin.register(Worker)
