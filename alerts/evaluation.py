@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from executions.durations import duration, milliseconds
 from executions.tallies import percentile
 
 # A failure rate over fewer finished runs than this does not page: 1 failure of 1 run is 100 %.
@@ -35,7 +36,7 @@ def failure_rate(
         return None
     return Breach(
         subject,
-        f"failure rate {rate:.0f}% ({dead} of {finished} runs ended DEAD) over {window_sec} s{where}, "
+        f"failure rate {rate:.0f}% ({dead} of {finished} runs ended DEAD) over {duration(window_sec)}{where}, "
         f"threshold {_number(threshold)}%",
     )
 
@@ -50,8 +51,8 @@ def start_lag_p99(
         return None
     return Breach(
         subject,
-        f"start lag p99 {p99:.0f} ms over {len(lags_ms)} starts in {window_sec} s{where} "
-        f"(worst {max(lags_ms):.0f} ms), threshold {_number(threshold_ms)} ms",
+        f"start lag p99 {milliseconds(p99)} over {len(lags_ms)} starts in {duration(window_sec)}{where} "
+        f"(worst {milliseconds(max(lags_ms))}), threshold {milliseconds(threshold_ms)}",
     )
 
 
@@ -64,7 +65,7 @@ def dead_letter(
     named = ", ".join(examples)
     return Breach(
         subject,
-        f"{count} execution{'s' if count != 1 else ''} went DEAD in the last {window_sec} s{where} "
+        f"{count} execution{'s' if count != 1 else ''} went DEAD in the last {duration(window_sec)}{where} "
         f"(threshold {_number(threshold)})" + (f": {named}" if named else ""),
     )
 
@@ -89,14 +90,14 @@ def scheduler_down(
     if last_seen is not None and (now - last_seen).total_seconds() <= threshold:
         return None
     what = (
-        f"no {role} has finished a unit of work for {(now - last_seen).total_seconds():.0f} s "
+        f"no {role} has finished a unit of work for {duration((now - last_seen).total_seconds())} "
         f"(last seen {last_seen.isoformat().replace('+00:00', 'Z')})"
         if last_seen is not None
         else f"no {role} has been seen running"
     )
     nothing = "nothing is being dispatched" if role == "dispatcher" else "lost runs are not being reclaimed"
     error = f"; its last error: {last_error}" if last_error else ""
-    return Breach(role, f"{what}, threshold {_number(threshold)} s: {nothing}{error}")
+    return Breach(role, f"{what}, threshold {duration(threshold)}: {nothing}{error}")
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ def missed_fire(*, fires: Iterable[DueFire], now: datetime, threshold: float) ->
             f"job:{fire.job_id}",
             f"cron job '{fire.job_name}' ({fire.job_id}) missed its "
             f"{fire.scheduled_for.strftime('%Y-%m-%d %H:%M:%S')} UTC fire by "
-            f"{(now - fire.scheduled_for).total_seconds():.0f} s (threshold {_number(threshold)} s); "
+            f"{duration((now - fire.scheduled_for).total_seconds())} (threshold {duration(threshold)}); "
             f"it is still {fire.state}, not started",
         )
         for fire in sorted(earliest.values(), key=lambda f: (f.scheduled_for, f.job_id))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from executions.durations import duration
 from executions.models import Execution
 from executions.states import ExecutionState
 from executions.store import store
@@ -94,7 +95,7 @@ class _Facts:
             return Reason("POOL_PAUSED", f"pool {e.pool} is paused; nothing of it is admitted until it is resumed")
         if e.available_at > self.now:
             seconds = (e.available_at - self.now).total_seconds()
-            return Reason("NOT_DUE", f"due at {e.available_at.isoformat()} (in {_duration(seconds)})")
+            return Reason("NOT_DUE", f"due at {e.available_at.isoformat()} (in {duration(seconds)})")
         cap = tenant.max_concurrent_executions
         if cap is not None and self.busy_of_tenant[tenant.pk] >= cap:
             runs = self.busy_of_tenant[tenant.pk]
@@ -134,13 +135,3 @@ class _Facts:
                 and (priority < e.priority or (priority == e.priority and earliest <= e.available_at))
             }
         )
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.0f} h"
-    return f"{seconds / 86400:.0f} days"

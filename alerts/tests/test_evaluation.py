@@ -17,7 +17,7 @@ def test_failure_rate_breaches_above_the_threshold_and_names_the_numbers():
         subject="pool:default", where=" in pool default", finished=50, dead=21, threshold=20, window_sec=300
     )
     assert breach is not None and breach.subject == "pool:default"
-    assert breach.summary == ("failure rate 42% (21 of 50 runs ended DEAD) over 300 s in pool default, threshold 20%")
+    assert breach.summary == ("failure rate 42% (21 of 50 runs ended DEAD) over 5 min in pool default, threshold 20%")
 
 
 def test_one_failed_run_of_one_does_not_page():
@@ -59,7 +59,7 @@ def test_dead_letter_breaches_above_the_count_naming_examples():
         subject="all", where="", count=3, threshold=2, window_sec=60, examples=["charge (1)", "refund (2)"]
     )
     assert breach is not None
-    assert breach.summary == "3 executions went DEAD in the last 60 s (threshold 2): charge (1), refund (2)"
+    assert breach.summary == "3 executions went DEAD in the last 1 min (threshold 2): charge (1), refund (2)"
 
 
 def test_no_workers_names_each_pool_without_a_live_worker_and_what_waits():
@@ -86,7 +86,8 @@ def test_scheduler_down_when_not_seen_within_the_threshold_or_never():
     )
     never = evaluation.scheduler_down(role="sweeper", last_seen=None, last_error="", now=NOW, threshold=30)
     assert late is not None and late.subject == "dispatcher"
-    assert "for 95 s" in late.summary and "threshold 30 s" in late.summary and "OperationalError: gone" in late.summary
+    assert "for 1 min 35 s" in late.summary and "threshold 30 s" in late.summary
+    assert "OperationalError: gone" in late.summary
     assert never is not None and "no sweeper has been seen" in never.summary
 
 
@@ -99,6 +100,6 @@ def test_missed_fire_names_each_jobs_earliest_fire_past_the_threshold():
     breaches = evaluation.missed_fire(fires=fires, now=NOW, threshold=60)
     assert [b.subject for b in breaches] == ["job:j1"]
     assert breaches[0].summary == (
-        "cron job 'nightly' (j1) missed its 2027-03-14 02:50:00 UTC fire by 600 s (threshold 60 s); "
+        "cron job 'nightly' (j1) missed its 2027-03-14 02:50:00 UTC fire by 10 min (threshold 1 min); "
         "it is still PENDING, not started"
     )

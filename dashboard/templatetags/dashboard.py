@@ -8,6 +8,7 @@ from typing import Any
 from django import template
 from django.utils.html import format_html
 
+from executions.durations import duration, milliseconds
 from executions.last_runs import last_run as read_last_run
 
 register = template.Library()
@@ -137,13 +138,13 @@ def in_zone(value: datetime | None, zone: str) -> str:
 
 @register.filter
 def ms(value: float | None) -> str:
-    if value is None:
-        return "—"
-    if value < 1000:
-        return f"{value:.0f} ms"
-    if value < 60_000:
-        return f"{value / 1000:.1f} s"
-    return f"{value / 60_000:.1f} min"
+    return "—" if value is None else milliseconds(value)
+
+
+@register.filter(name="duration")
+def duration_filter(seconds: float | None) -> str:
+    """A number of seconds as people read it (executions/durations.py): 15 h 25 min."""
+    return "—" if seconds is None else duration(seconds)
 
 
 @register.simple_tag

@@ -12,6 +12,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from dashboard.templatetags.dashboard import utc
+from executions.durations import duration
 from jobs.models import JobType
 
 register = template.Library()
@@ -56,7 +57,9 @@ def job_trigger(job: Any, compact: bool = False) -> SafeString:
             job.timezone,
         )
     if job.type == JobType.DELAYED:
-        return format_html('once, {} s after creation: <span class="mono">{}</span>', job.delay_sec, utc(job.run_at))
+        return format_html(
+            'once, {} after creation: <span class="mono">{}</span>', duration(job.delay_sec), utc(job.run_at)
+        )
     return format_html('once at <span class="mono">{}</span>', utc(job.run_at))
 
 

@@ -70,7 +70,7 @@ def test_every_kind_of_job_says_what_makes_it_fire(stack, browser, transactional
         "workflow": "0 2 * * * in Europe/Paris",
         "cron": "*/5 * * * * in America/New_York",
         "once": "once at 2030-03-14 09:00:00Z",
-        "delayed": "once, 86400 s after creation: " + jobs["delayed"].run_at.strftime("%Y-%m-%d %H:%M:%SZ"),
+        "delayed": "once, 1 d after creation: " + jobs["delayed"].run_at.strftime("%Y-%m-%d %H:%M:%SZ"),
     }
 
     for label, viewport in (("wide", WIDE), ("narrow", NARROW)):

@@ -79,7 +79,7 @@ def test_the_jobs_list_shows_each_jobs_trigger_and_target(member_client, jobs):
     assert "0 2 * * *" in workflow and "in Europe/Paris" in workflow
     assert "*/5 * * * *" in _row(html, jobs["cron"]) and "in America/New_York" in _row(html, jobs["cron"])
     assert "once at" in _row(html, jobs["once"]) and "2027-03-14 09:00:00Z" in _row(html, jobs["once"])
-    assert "90 s after creation" in _row(html, jobs["delayed"])
+    assert "1 min 30 s after creation" in _row(html, jobs["delayed"])
 
 
 @pytest.mark.django_db

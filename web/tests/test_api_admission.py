@@ -30,7 +30,7 @@ def test_each_reason_to_wait(exact_admission, api, tenant, other_tenant, make_jo
     assert "no live worker serves pool default" in _reason(api, due)[1]
 
     later = _execution(make_job, tenant, run_at=now + timedelta(hours=2))
-    assert _reason(api, later) == ("NOT_DUE", f"due at {later.available_at.isoformat()} (in 120 min)")
+    assert _reason(api, later) == ("NOT_DUE", f"due at {later.available_at.isoformat()} (in 1 h 59 min)")
 
     paused = _execution(make_job, tenant, run_at=now - timedelta(seconds=5))
     job_pause(job=paused.job, now=now)

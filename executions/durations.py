@@ -1,0 +1,33 @@
+"""How a span of time is written for people: on the dashboard, in an execution's reason to wait,
+in an alert's summary. "+55533 s" asks the reader to divide; "15 h 25 min" does not.
+
+The two largest units that are not zero, the smaller one cut rather than rounded, so a time
+never reads later than it is ("59 min 59 s", not "1 h"); a whole unit alone ("2 h", not
+"2 h 0 min"). Below a minute, whole seconds; below a second, see `milliseconds`.
+"""
+
+UNITS = (("d", 86_400), ("h", 3_600), ("min", 60), ("s", 1))
+
+
+def duration(seconds: float) -> str:
+    """45 s, 2 min 5 s, 15 h 25 min, 3 d 4 h, 7 d; 0 s for anything under a second or negative."""
+    left = max(int(seconds), 0)
+    parts = []
+    for name, size in UNITS:
+        count, left = divmod(left, size)
+        if count or parts:
+            parts.append((count, name))
+        if len(parts) == 2:
+            break
+    shown = [f"{count} {name}" for count, name in parts if count]
+    return " ".join(shown) or "0 s"
+
+
+def milliseconds(value: float) -> str:
+    """A duration measured in milliseconds (a run's, a start lag, a retry's delay): 840 ms, 12.5 s
+    (a tenth of a second still tells runs apart under a minute), then as `duration`."""
+    if value < 1_000:
+        return f"{max(int(value), 0)} ms"
+    if value < 60_000:
+        return f"{int(value / 100) / 10:.1f} s"
+    return duration(value / 1000)
