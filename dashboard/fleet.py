@@ -12,6 +12,7 @@ from typing import Any
 
 from django.db.models import Count
 
+from dashboard import time_axis
 from dashboard.selectors import LastHour
 from executions.clock import db_now
 from executions.pool_history import Bucket, history
@@ -129,7 +130,7 @@ class Range:
     span: timedelta
     bucket: timedelta
     bucket_label: str
-    label_format: str
+    label_format: str  # a bucket's time in its tooltip; the axis is labelled by dashboard/time_axis.py
 
 
 # A chart stays under a hundred points: a minute for an hour, 15 minutes for a day, 2 hours for a week.
@@ -137,8 +138,8 @@ RANGES = {
     r.key: r
     for r in (
         Range("1h", "1 h", timedelta(hours=1), timedelta(minutes=1), "minute", "%H:%M"),
-        Range("24h", "24 h", timedelta(hours=24), timedelta(minutes=15), "15 minutes", "%H:%M"),
-        Range("7d", "7 d", timedelta(days=7), timedelta(hours=2), "2 hours", "%a %H:%M"),
+        Range("24h", "24 h", timedelta(hours=24), timedelta(minutes=15), "15 minutes", "%a %m-%d %H:%M"),
+        Range("7d", "7 d", timedelta(days=7), timedelta(hours=2), "2 hours", "%a %m-%d %H:%M"),
     )
 }
 DEFAULT_RANGE = "1h"
@@ -164,6 +165,7 @@ def charts(*, scope: list[int] | None, now: datetime, chosen: Range, hour: LastH
         "range": chosen.key,
         "rangeLabel": chosen.label,
         "minutes": [b.at.strftime(chosen.label_format) for b in buckets],
+        "axis": time_axis.label_choices([b.at for b in buckets], chosen.bucket),
         "pools": names,
         "due": {pool: [b.due.get(pool, 0) for b in buckets] for pool in names},
         "admitted": {pool: [b.admitted.get(pool, 0) for b in buckets] for pool in names},
