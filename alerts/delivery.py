@@ -25,6 +25,7 @@ from django.core.mail import send_mail
 from django.db import connection, transaction
 
 from alerts.models import Alert, Notification, NotificationEvent, NotificationState
+from tenants.selectors import signing_secrets_now
 from worker.http_call import perform_request
 
 logger = logging.getLogger(__name__)
@@ -45,14 +46,15 @@ class DeliveryResult:
         return self.sent + self.retried + self.failed
 
 
-def signing_secret_for(alert: Alert) -> str:
-    """The rule's tenant's signing secret (as its `http` jobs are signed with), or for a global
-    rule TICKWORK_ALERTS_SIGNING_SECRET; unset, one derived from SECRET_KEY (set the setting to
-    verify global rules' webhooks)."""
+def signing_secrets_for(alert: Alert) -> list[str]:
+    """The rule's tenant's signing secrets (as its `http` jobs are signed with: its secret, and
+    for a day after a rotation the previous one too), or for a global rule
+    TICKWORK_ALERTS_SIGNING_SECRET; unset, one derived from SECRET_KEY (set the setting to verify
+    global rules' webhooks)."""
     if alert.rule.tenant is not None:
-        return alert.rule.tenant.signing_secret
+        return signing_secrets_now(slug=alert.rule.tenant.slug)
     configured = settings.TICKWORK_ALERTS_SIGNING_SECRET
-    return configured or hashlib.sha256(f"tickwork-alerts:{settings.SECRET_KEY}".encode()).hexdigest()
+    return [configured or hashlib.sha256(f"tickwork-alerts:{settings.SECRET_KEY}".encode()).hexdigest()]
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -86,7 +88,7 @@ def send(notification: Notification) -> None:
             method="POST",
             url=notification.target,
             body=body,
-            secret=signing_secret_for(notification.alert),
+            secrets=signing_secrets_for(notification.alert),
             timeout=settings.TICKWORK_ALERTS_WEBHOOK_TIMEOUT_SECONDS,
             allow_private=settings.TICKWORK_HTTP_ALLOW_PRIVATE,
             idempotency_key=f"{notification.alert_id}:{notification.event}",

@@ -12,6 +12,10 @@ def _new_signing_secret() -> str:
 
 # How long an inbound secret still verifies after it was rotated out: senders move over meanwhile.
 INBOUND_ROTATION_GRACE = timedelta(hours=1)
+# How long a signing secret still signs after it was rotated out: what Tickwork sends (the `http`
+# handler's calls, alert webhooks) carries a signature with each of the two meanwhile, so every
+# receiver verifies with either. A day: receivers are other teams' services, configured by hand.
+SIGNING_ROTATION_GRACE = timedelta(hours=24)
 
 
 class Tenant(models.Model):
@@ -25,8 +29,13 @@ class Tenant(models.Model):
     max_concurrent_executions = models.PositiveIntegerField(null=True, blank=True)
     max_active_jobs = models.PositiveIntegerField(null=True, blank=True)
     submit_rate_per_minute = models.PositiveIntegerField(null=True, blank=True)
-    # Secret for the HMAC signature the built-in `http` handler puts on outgoing calls.
+    # Secret for the HMAC signature the built-in `http` handler and alert webhooks put on what
+    # they send (`manage.py signing_secret` prints it). After a rotation the previous one signs
+    # too, beside it, for SIGNING_ROTATION_GRACE from `signing_secret_rotated_at` (the database's
+    # clock). Not editable: the admin never shows or changes them.
     signing_secret = models.CharField(max_length=128, default=_new_signing_secret)
+    signing_secret_previous = models.CharField(max_length=128, blank=True, editable=False, db_default="")
+    signing_secret_rotated_at = models.DateTimeField(null=True, blank=True, editable=False)
     # Secrets that inbound webhooks (POST /v1/hooks/<slug>/<event>) are signed with: made on first
     # use (`manage.py inbound_secret`); after a rotation the previous one still verifies for
     # INBOUND_ROTATION_GRACE from `inbound_secret_rotated_at` (the database's clock), so senders

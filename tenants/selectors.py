@@ -1,6 +1,8 @@
 from datetime import datetime
 
-from tenants.models import INBOUND_ROTATION_GRACE, ApiToken, Tenant
+from django.db.models.functions import Now
+
+from tenants.models import INBOUND_ROTATION_GRACE, SIGNING_ROTATION_GRACE, ApiToken, Tenant
 
 
 def tenant_get(*, slug: str) -> Tenant | None:
@@ -52,3 +54,21 @@ def inbound_secrets(*, tenant: Tenant, now: datetime) -> list[str]:
     if tenant.inbound_secret_previous and rotated_at is not None and now < rotated_at + INBOUND_ROTATION_GRACE:
         found.append(tenant.inbound_secret_previous)
     return found
+
+
+def signing_secrets(*, tenant: Tenant, now: datetime) -> list[str]:
+    """The secrets what the tenant's jobs and alerts send is signed with at `now`: its current
+    one first and, within SIGNING_ROTATION_GRACE of a rotation, the one rotated out (a signature
+    with each, so a receiver with either verifies)."""
+    found = [tenant.signing_secret]
+    rotated_at = tenant.signing_secret_rotated_at
+    if tenant.signing_secret_previous and rotated_at is not None and now < rotated_at + SIGNING_ROTATION_GRACE:
+        found.append(tenant.signing_secret_previous)
+    return found
+
+
+def signing_secrets_now(*, slug: str) -> list[str]:
+    """signing_secrets of the tenant `slug` at the database's time, in one statement (for a worker
+    about to send: the secrets as they are now, not as when its run started)."""
+    tenant = Tenant.objects.annotate(db_now=Now()).get(slug=slug)
+    return signing_secrets(tenant=tenant, now=tenant.db_now)

@@ -3,7 +3,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from tenants.models import ApiToken, Tenant
+from tenants.models import ApiToken, Tenant, _new_signing_secret
 
 
 def tenant_create(*, slug: str, name: str = "", **quotas: int | None) -> Tenant:
@@ -84,3 +84,17 @@ def inbound_secret_rotate(*, tenant: Tenant, now: datetime) -> str:
     locked.inbound_secret_rotated_at = now
     locked.save(update_fields=["inbound_secret", "inbound_secret_previous", "inbound_secret_rotated_at"])
     return locked.inbound_secret
+
+
+@transaction.atomic
+def signing_secret_rotate(*, tenant: Tenant, now: datetime) -> str:
+    """A new signing secret, which signs from now on. The one it replaces signs beside it until
+    `now` + SIGNING_ROTATION_GRACE (tenants.selectors.signing_secrets), and not after. One
+    previous secret is kept: a second rotation within the grace ends the first one's old secret at
+    once (which is how a leaked secret is retired without waiting)."""
+    locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    locked.signing_secret_previous = locked.signing_secret
+    locked.signing_secret = _new_signing_secret()
+    locked.signing_secret_rotated_at = now
+    locked.save(update_fields=["signing_secret", "signing_secret_previous", "signing_secret_rotated_at"])
+    return locked.signing_secret

@@ -12,7 +12,7 @@ Pure Python (no Django): the worker's HTTP code uses it outside a request.
 
 import hashlib
 import hmac
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 SIGNATURE_HEADER = "X-Tickwork-Signature"
@@ -31,7 +31,13 @@ def digest(secret: str, timestamp: int, body: bytes) -> str:
 
 def sign(secret: str, timestamp: int, body: bytes) -> str:
     """The `X-Tickwork-Signature` header's value for `body` sent at `timestamp`: `t=<ts>,v1=<hex>`."""
-    return f"t={timestamp},{SCHEME}={digest(secret, timestamp, body)}"
+    return sign_with([secret], timestamp, body)
+
+
+def sign_with(secrets: Sequence[str], timestamp: int, body: bytes) -> str:
+    """The header's value with a `v1=` per secret, in their order (`t=<ts>,v1=<new>,v1=<old>`
+    while a rotation settles): a receiver verifies if any one is its secret's."""
+    return ",".join([f"t={timestamp}", *(f"{SCHEME}={digest(secret, timestamp, body)}" for secret in secrets)])
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,9 @@ class HandlerContext:
     _read: dict[str, Any] = field(default_factory=dict)
     # Where `log` keeps lines: the attempt's log (worker/log_capture.py), set by the runner.
     _lines: Any = None
+    # The tenant's signing secrets as they are when asked (set by the runner); without it, the
+    # one the run started with.
+    _signing_secrets: Callable[[], list[str]] | None = None
 
     @property
     def upstream(self) -> dict[str, Any]:
@@ -53,6 +56,13 @@ class HandlerContext:
         if "event" not in self._read:
             self._read["event"] = self._event() if self._event else None
         return self._read["event"]
+
+    @property
+    def signing_secrets(self) -> list[str]:
+        """What to sign an outgoing call with: the tenant's signing secret and, for a day after it
+        was rotated, the previous one too (tenants.signing.sign_with puts a signature for each),
+        so that every receiver verifies while it moves to the new one."""
+        return self._signing_secrets() if self._signing_secrets else [self.signing_secret]
 
     @property
     def idempotency_key(self) -> str:

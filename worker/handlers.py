@@ -73,7 +73,8 @@ class HttpPayload(StrictSerializer):
 @register("http", payload=HttpPayload)
 def http(ctx: HandlerContext):
     """Calls `url` with `method`, `headers` and `body` from the payload, signed with the tenant's
-    secret. 2xx succeeds; anything else fails with the status in the error."""
+    secret (and its previous one for a day after a rotation). 2xx succeeds; anything else fails
+    with the status in the error."""
     payload = ctx.payload
     if not payload.get("url"):
         raise HandlerFailure("payload.url is required")
@@ -82,7 +83,7 @@ def http(ctx: HandlerContext):
         url=payload["url"],
         headers=payload.get("headers"),
         body=payload.get("body"),
-        secret=ctx.signing_secret,
+        secrets=ctx.signing_secrets,
         timeout=float(payload.get("timeoutSec", settings.TICKWORK_HTTP_TIMEOUT_SECONDS)),
         allow_private=settings.TICKWORK_HTTP_ALLOW_PRIVATE,
         idempotency_key=ctx.idempotency_key,

@@ -31,7 +31,7 @@ from requests.structures import CaseInsensitiveDict
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTimeoutError
 
 # One implementation of the signature for what we send and what webhooks send us.
-from tenants.signing import SIGNATURE_HEADER, sign
+from tenants.signing import SIGNATURE_HEADER, sign, sign_with
 
 __all__ = [
     "IDEMPOTENCY_HEADER",
@@ -74,14 +74,16 @@ def perform_request(
     url: str,
     headers: dict[str, str] | None = None,
     body: object = None,
-    secret: str,
+    secrets: Sequence[str],
     timeout: float,
     allow_private: bool = False,
     idempotency_key: str,
     resolver: Resolver = socket.getaddrinfo,
     verify: bool | str = True,
 ) -> dict[str, Any]:
-    """Send one signed webhook request and return ``{"status", "body"}``.
+    """Send one signed webhook request and return ``{"status", "body"}``, its
+    ``X-Tickwork-Signature`` with a ``v1=`` per secret of ``secrets`` (two
+    while a rotation of the tenant's secret settles).
 
     ``timeout`` is an overall budget in seconds covering connecting (to
     every candidate address) and reading the response body. ``verify`` is
@@ -115,7 +117,7 @@ def perform_request(
     # Ours win over tenant-supplied values: receivers rely on them for
     # de-duplication and authenticity, so they must not be spoofable.
     merged[IDEMPOTENCY_HEADER] = str(idempotency_key)
-    merged[SIGNATURE_HEADER] = sign(secret, int(time.time()), payload)
+    merged[SIGNATURE_HEADER] = sign_with(secrets, int(time.time()), payload)
     # We connect to an IP literal, so requests would otherwise send the IP.
     merged["Host"] = _host_header(host, parts)
 

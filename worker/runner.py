@@ -31,6 +31,7 @@ from executions.services import execution_settle_failure
 from executions.states import ExecutionState
 from executions.store import Started, Success, store
 from jobs import registry
+from tenants.selectors import signing_secrets_now
 from worker import log_capture
 from worker.context import ExecutionStopped, HandlerContext, HandlerTimedOut
 
@@ -409,6 +410,7 @@ def run(*, execution_id: str, lease_token: int, defer_success: bool = False) -> 
         step=row.step,
         _upstream=functools.partial(runs.upstream_results, run_id=row.run_id, step=row.step) if row.run_id else None,
         _event=functools.partial(event_for_handler, row.event_id) if row.event_id else None,
+        _signing_secrets=functools.partial(signing_secrets_now, slug=row.tenant_slug),
     )
     with tracing.run_span(row, handler=handler) as span:
         outcome = _run(ctx, spec, lease_token, handler=handler, lease=lease, defer_success=defer_success)

@@ -11,6 +11,7 @@ from django.utils import timezone
 from alerts import alerter
 from alerts.models import AlertRule, Notification
 from tenants import signing
+from tenants.services import signing_secret_rotate
 
 
 def _rule(tenant, url, **fields):
@@ -92,3 +93,19 @@ class BrokenEmailBackend:
 
     def send_messages(self, messages):
         raise OSError("SMTP is down")
+
+
+def test_a_tenants_rule_signs_with_both_secrets_while_a_rotation_settles(tenant, receiver, db):
+    """Issue 31, item 14: after `signing_secret SLUG --rotate`, for a day, a receiver verifies an
+    alert webhook with the old secret or the new one."""
+    old = tenant.signing_secret
+    new = signing_secret_rotate(tenant=tenant, now=timezone.now())
+    _rule(tenant, receiver.url)
+
+    alerter.run_once(now=timezone.now())
+
+    (request,) = receiver.requests
+    for secret in (old, new):
+        assert signing.verify(
+            request.headers[signing.SIGNATURE_HEADER], request.body, secrets=[secret], now=time.time()
+        ), secret

@@ -137,7 +137,7 @@ def _call(url: str, **overrides: Any) -> dict[str, Any]:
         "url": url,
         "headers": None,
         "body": {"hello": "wörld", "n": [1, 2]},
-        "secret": SECRET,
+        "secrets": [SECRET],
         "timeout": 5.0,
         "allow_private": True,
         "idempotency_key": "exec-123",
@@ -224,7 +224,7 @@ def test_string_body_sent_as_is_and_none_is_empty(server: _RecordingServer) -> N
 def test_method_defaults_to_post(server: _RecordingServer) -> None:
     perform_request(
         url=f"{_base(server)}/echo",
-        secret=SECRET,
+        secrets=[SECRET],
         timeout=5.0,
         allow_private=True,
         idempotency_key="k",
