@@ -4,7 +4,8 @@ broker (and, in "redis" mode, as the channel layer).
 
 Needs Debian's Chromium (/usr/bin/chromium) and a Redis on 127.0.0.1:6379. Screenshots of every
 page at 1280x800 and 390 px wide go to test-artifacts/screenshots/, the processes' logs to
-test-artifacts/logs/.
+test-artifacts/logs/ ($TICKWORK_TEST_ARTIFACTS instead of test-artifacts, so that two runs at once
+on one checkout neither overwrite each other's screenshots nor read each other's logs).
 """
 
 import json
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -30,7 +32,7 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
 ROOT = Path(settings.BASE_DIR)
-ARTIFACTS = ROOT / "test-artifacts"
+ARTIFACTS = Path(os.environ.get("TICKWORK_TEST_ARTIFACTS") or ROOT / "test-artifacts")
 SCREENSHOTS = ARTIFACTS / "screenshots"
 LOGS = ARTIFACTS / "logs"
 CHROMIUM = "/usr/bin/chromium"
@@ -551,34 +553,170 @@ def test_an_executions_logs_show_on_its_page_while_it_runs(stack, browser, trans
     page.context.close()
 
 
-def test_every_page_at_1280_and_390_wide(stack, browser, transactional_db):
-    """Screenshots of each page at both sizes; at 390 px the document never scrolls sideways
-    (wide tables scroll inside their own box) and no script error is logged."""
+# Every state badge and every control (a button, a link drawn as one, a checkbox) in the page's
+# main part that is displayed, each brought into view by scrolling the page down, never across:
+# one that is not wholly within the screen's width, is cut by a box that hides or scrolls its
+# overflow (a table wider than its box), does not fit its own text, or is covered where it is drawn
+# (by a sticky column) is one an operator cannot see or reach without scrolling sideways.
+_UNREACHABLE = """
+() => {
+  const width = document.documentElement.clientWidth;
+  const describe = (el) => {
+    const row = el.closest("tr"), table = row && row.closest("table");
+    const where = row ? ` in row ${row.rowIndex} of ${table.dataset.testid || "a table"}` : "";
+    const text = (el.innerText || el.value || el.getAttribute("aria-label") || "").trim().slice(0, 40);
+    return `${el.tagName.toLowerCase()} "${text}"${where}`;
+  };
+  const tag = (el) => [el.tagName.toLowerCase(), ...String(el.className).split(/\\s+/).filter(Boolean)].join(".");
+  const problems = [];
+  for (const el of document.querySelectorAll("main .badge, main button, main .btn, main input[type=checkbox]")) {
+    if (!el.checkVisibility({visibilityProperty: true})) continue;  // not drawn: folded, hidden
+    const before = el.getBoundingClientRect();
+    window.scrollTo(0, window.scrollY + before.top + before.height / 2 - window.innerHeight / 2);
+    const r = el.getBoundingClientRect();
+    if (r.left < -0.5 || r.right > width + 0.5) {
+      const span = `${Math.round(r.left)} to ${Math.round(r.right)} of ${width} px`;
+      problems.push(`${describe(el)} is off the screen: ${span}`);
+      continue;
+    }
+    let cut = null;
+    for (let box = el.parentElement; box && box !== document.body && !cut; box = box.parentElement) {
+      const style = getComputedStyle(box);
+      if (style.overflowX === "visible" && style.overflowY === "visible") continue;
+      const b = box.getBoundingClientRect();
+      if (r.left < b.left - 0.5 || r.right > b.right + 0.5) cut = box;
+    }
+    if (cut) {
+      problems.push(`${describe(el)} is cut by ${tag(cut)}`);
+      continue;
+    }
+    if (el.tagName !== "INPUT" && el.scrollWidth > el.clientWidth + 1) {
+      problems.push(`${describe(el)} does not fit its text: ${el.scrollWidth} px in ${el.clientWidth}`);
+      continue;
+    }
+    if (getComputedStyle(el).pointerEvents === "none") continue;
+    const y = (r.top + r.bottom) / 2;
+    for (const x of [r.left + 2, (r.left + r.right) / 2, r.right - 2]) {
+      const hit = document.elementFromPoint(x, y);
+      if (hit && !el.contains(hit)) {
+        problems.push(`${describe(el)} is covered by ${tag(hit)} at x ${Math.round(x)}`);
+        break;
+      }
+    }
+  }
+  window.scrollTo(0, 0);
+  return problems;
+}
+"""
+
+
+def _unreachable(page) -> list[str]:
+    """The page's state badges and controls that cannot be seen whole without scrolling sideways."""
+    return page.evaluate(_UNREACHABLE)
+
+
+def _every_kind_of_row() -> dict[str, str]:
+    """What the pages list, made as users make it (through the services; the runs by the stack's
+    worker): jobs of each type, a long name in a long pool, a run of each outcome and one waiting,
+    a long error, a worker's long hostname, a workflow run, alert rules with each kind of channel
+    and three alerts firing. Answers the ids the pages' URLs need."""
+    from alerts.models import Alert, AlertRule
+    from dashboard.tests.test_run_views import _fire, _workflow_job
     from executions.models import Execution
     from tenants.services import tenant_create
 
-    acme, globex = tenant_create(slug="acme"), tenant_create(slug="globex")
+    acme, globex = tenant_create(slug="acme"), tenant_create(slug="globex-logistics")
     _user("olivia", staff=True)
     for i in range(4):
         _job(acme, name=f"report-{i}", handler="noop", payload={"i": i})
-    dead_job = _job(globex, name="flaky-sync", handler="fail", payload={"message": "upstream 503"}, max_attempts=1)
+    failing = _job(
+        globex,
+        name="flaky-sync",
+        handler="fail",
+        payload={"message": "upstream 503 from https://billing.example.com/v2/invoices/INV-2291/capture"},
+        max_attempts=1,
+    )
     cron = _job(
         acme, name="billing-rollup", type="CRON", schedule="*/5 * * * *", timezone="America/New_York", run_at=None
     )
-    _job(acme, name="long-import", handler="sleep", payload={"seconds": 30})
-    dead = _execution(dead_job)
+    delayed = _job(acme, name="reminder-email", type="DELAYED", delay_sec=55533, run_at=None)
+    _job(
+        globex,
+        name="quarterly-revenue-recognition-and-deferred-income-reconciliation",
+        pool="payments-eu-west",
+        run_at=timezone.now() + timedelta(hours=1),
+    )
+    _job(acme, name="long-import", handler="sleep", payload={"seconds": 60})
+    dead = _execution(failing)
     _wait_for(lambda: Execution.objects.get(pk=dead.pk).state == "DEAD", message="the execution to die")
+    _wait_for(lambda: Execution.objects.filter(job__name="report-3", state="SUCCEEDED").exists(), message="the reports")
+    # A worker as a Kubernetes pod names itself: the hostname is the pod's.
+    Execution.objects.filter(job__name="report-3").update(worker_id="tickwork-worker-payments-7d9f8c6b5-x2x9q:4182")
+    run_id, _ = _fire(_workflow_job(acme))
+    channels = (
+        [{"type": "webhook", "url": "https://hooks.example.com/services/T0001/B0002/tickwork-alerts"}],
+        [{"type": "email", "to": "oncall@example.com"}],
+        [
+            {"type": "email", "to": "payments-team@example.com"},
+            {"type": "webhook", "url": "https://chat.example.com/hook"},
+        ],
+    )
+    now = timezone.now()
+    for i, (kind, rule_channels) in enumerate(
+        zip(("DEAD_LETTER", "NO_WORKERS", "FAILURE_RATE"), channels, strict=True)
+    ):
+        rule = AlertRule.objects.create(
+            tenant=None if kind == "NO_WORKERS" else acme,
+            name=f"{kind.lower().replace('_', ' ')} watch",
+            kind=kind,
+            threshold=None if kind == "NO_WORKERS" else 20,
+            pool="payments-eu-west" if kind == "NO_WORKERS" else "",
+            channels=rule_channels,
+        )
+        Alert.objects.create(
+            rule=rule,
+            tenant=rule.tenant,
+            subject="payments-eu-west" if kind == "NO_WORKERS" else "all",
+            fired_at=now - timedelta(minutes=7 * i + 1),
+            summary=f"{kind}: 3 executions went DEAD in the last 5 min in pool payments-eu-west (threshold 0)",
+        )
+    return {
+        "cron": str(cron.pk),
+        "delayed": str(delayed.pk),
+        "dead": str(dead.pk),
+        "fingerprint": Execution.objects.get(pk=dead.pk).error_fingerprint,
+        "run": str(run_id),
+    }
+
+
+def test_every_page_at_1280_and_390_wide(stack, browser, transactional_db):
+    """Screenshots of each page at both sizes. On each: no script error, the document never
+    scrolls sideways, and every state badge and every action is whole on the screen without
+    scrolling sideways: not beyond its table's box (at 1280 px the executions' Retry and Cancel
+    were beyond a 1213 px table's 1038 px box), not covered (at 390 px a sticky Actions column hid
+    the State column), not cut ("COMI" for COMPLETED)."""
+    ids = _every_kind_of_row()
     pages = {
         "overview": "/dashboard/",
+        "overview-24h": "/dashboard/?range=24h",
+        "overview-7d": "/dashboard/?range=7d",
         "jobs": "/dashboard/jobs/",
         "job-create": "/dashboard/jobs/new",
-        "job-detail": f"/dashboard/jobs/{cron.pk}/",
-        "job-edit": f"/dashboard/jobs/{cron.pk}/edit",
+        "job-detail": f"/dashboard/jobs/{ids['cron']}/",
+        "job-detail-delayed": f"/dashboard/jobs/{ids['delayed']}/",
+        "job-edit": f"/dashboard/jobs/{ids['cron']}/edit",
         "executions": "/dashboard/executions/",
-        "dead-letter": "/dashboard/executions/?state=DEAD",
-        "execution-detail": f"/dashboard/executions/{dead.pk}/",
+        "dead-executions": "/dashboard/executions/?state=DEAD",
+        "dead-letter": "/dashboard/dead-letter/",
+        "dead-letter-group": f"/dashboard/dead-letter/{ids['fingerprint']}/",
+        "execution-detail": f"/dashboard/executions/{ids['dead']}/",
+        "run-detail": f"/dashboard/runs/{ids['run']}/",
+        "alerts": "/dashboard/alerts/",
+        "workers": "/dashboard/workers/",
         "audit": "/dashboard/audit/",
+        "upcoming": "/dashboard/upcoming/",
     }
+    unreachable = {}
     for label, viewport in (("wide", WIDE), ("narrow", NARROW)):
         page = _page(browser, stack, "olivia", viewport=viewport)
         errors = []
@@ -588,23 +726,223 @@ def test_every_page_at_1280_and_390_wide(stack, browser, transactional_db):
             lambda msg, errors=errors: errors.append(msg.text) if msg.type == "error" else None,
         )
         if label == "wide":  # something for the audit log to show
-            page.goto(f"{stack.base}/dashboard/jobs/{cron.pk}/")
+            page.goto(f"{stack.base}/dashboard/jobs/{ids['cron']}/")
             page.click("[data-action=pause]")
             page.wait_for_selector(".message-success")
             page.click("[data-action=resume]")
             page.wait_for_selector(".message-success")
         for name, path in pages.items():
             response = page.goto(f"{stack.base}{path}")
-            assert response.status == 200, path
+            assert response.status == 200, f"{path} answered {response.status}"
             _wait_live(page)
             page.wait_for_timeout(300)
             _shoot(page, f"{name}-{label}")
             overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
             assert overflow <= 0, f"{path} scrolls sideways by {overflow}px at {viewport['width']}px"
+            if problems := _unreachable(page):
+                unreachable[f"{path} at {viewport['width']} px"] = problems
         page.context.close()
         assert errors == [], errors
+    assert unreachable == {}, json.dumps(unreachable, indent=2)
     login = browser.new_page(viewport=NARROW)
     login.goto(f"{stack.base}/accounts/login/")
     _shoot(login, "login-narrow")
     login.close()
-    print(json.dumps({"screenshots": sorted(p.name for p in SCREENSHOTS.glob("*.png"))}))
+
+
+def test_the_alerts_page_names_each_channel_of_every_kind(stack, browser, transactional_db):
+    """Rules with a webhook channel, an email channel and one of each: the alerts page answers 200
+    (a webhook's rule made it answer 500, and every page's banner links there) and names every
+    channel's target, at 1280 and at 390 px, each row's state in sight."""
+    from alerts.models import AlertRule
+    from tenants.services import tenant_create
+
+    acme = tenant_create(slug="acme")
+    _user("ada", tenants=[acme])
+    channels = {
+        "payments pager": [{"type": "webhook", "url": "https://hooks.example.com/tickwork"}],
+        "payments on-call": [{"type": "email", "to": "oncall@example.com"}],
+        "payments both": [
+            {"type": "email", "to": "team@example.com"},
+            {"type": "webhook", "url": "https://chat.example.com/hook"},
+        ],
+    }
+    for name, rule_channels in channels.items():
+        AlertRule.objects.create(tenant=acme, name=name, kind="DEAD_LETTER", threshold=0, channels=rule_channels)
+
+    for label, viewport in (("wide", WIDE), ("narrow", NARROW)):
+        page = _page(browser, stack, "ada", viewport=viewport)
+        response = page.goto(f"{stack.base}/dashboard/alerts/")
+        assert response.status == 200, f"the alerts page answered {response.status}"
+        rules = page.inner_text("[data-testid=rules-table]")
+        for shown in (
+            "webhook: https://hooks.example.com/tickwork",
+            "email: oncall@example.com",
+            "email: team@example.com",
+            "webhook: https://chat.example.com/hook",
+        ):
+            assert shown in rules, (label, shown)
+        assert _unreachable(page) == []
+        _shoot(page, f"alerts-channels-{label}")
+        page.context.close()
+
+
+def _firing(tenant, name: str, *, ago: timedelta):
+    from alerts.models import Alert, AlertRule
+
+    rule = AlertRule.objects.create(
+        tenant=tenant, name=name, kind="DEAD_LETTER", threshold=0, channels=[{"type": "email", "to": "a@b.co"}]
+    )
+    return Alert.objects.create(
+        rule=rule,
+        tenant=tenant,
+        subject="all",
+        fired_at=timezone.now() - ago,
+        summary="3 executions went DEAD in the last 5 min in pool payments (threshold 0): charge card (3)",
+    )
+
+
+def _banner_shown(page) -> dict:
+    """The banner's height and whether its list of alerts is drawn."""
+    return page.evaluate(
+        """() => {
+          const banner = document.querySelector("[data-testid=alert-banner]");
+          const list = banner && banner.querySelector("ul");
+          return {height: banner ? banner.getBoundingClientRect().height : 0,
+                  listed: Boolean(list && list.checkVisibility())};
+        }"""
+    )
+
+
+def test_the_alerts_banner_folds_and_stays_as_left_across_pages(stack, browser, transactional_db):
+    """Three alerts firing: the banner is one line at both sizes (it took a quarter of a desktop
+    screen and 40 % of a phone's) naming the three, and opens on a tap. Opened, then folded, it
+    stays as left on the next page and through its polls; a new alert shows as the server draws it
+    (folded for several); one alert alone shows open. Times in it read "15 h 25 min ago"."""
+    from alerts.models import Alert
+    from tenants.services import tenant_create
+
+    acme = tenant_create(slug="acme")
+    _user("ada", tenants=[acme])
+    for label, viewport in (("wide", WIDE), ("narrow", NARROW)):
+        Alert.objects.all().delete()
+        names = ["payments dead letters", "refunds dead letters", "payouts dead letters"]
+        for i, name in enumerate(names):
+            _firing(acme, name, ago=timedelta(hours=15, minutes=25, seconds=30 + i))
+        page = _page(browser, stack, "ada", viewport=viewport)
+        banner = page.locator("[data-testid=alert-banner]")
+        summary = banner.locator("summary")
+
+        shown = _banner_shown(page)
+        assert not shown["listed"] and shown["height"] <= 0.08 * viewport["height"], shown
+        assert banner.text_content().count("dead letters") >= 3  # the folded line names them
+        assert "3 alerts firing" in banner.inner_text()
+        assert _unreachable(page) == []
+        _shoot(page, f"alert-banner-folded-{label}")
+
+        summary.click()
+        assert _banner_shown(page)["listed"]
+        assert "since 15 h 25 min ago" in banner.inner_text()
+        _shoot(page, f"alert-banner-open-{label}")
+        page.goto(f"{stack.base}/dashboard/jobs/")
+        assert _banner_shown(page)["listed"], "opened, it stays open on the next page"
+        with page.expect_response("**/dashboard/alerts/banner"):
+            pass  # the banner is read again every 5 s
+        page.wait_for_timeout(100)
+        assert _banner_shown(page)["listed"], "and through its polls"
+
+        summary.click()
+        page.goto(f"{stack.base}/dashboard/executions/")
+        assert not _banner_shown(page)["listed"], "folded, it stays folded on the next page"
+
+        summary.click()  # open; then a fourth alert fires, and is shown as the server draws it
+        _firing(acme, "ledger dead letters", ago=timedelta(minutes=1))
+        _wait_for(lambda banner=banner: "4 alerts firing" in banner.inner_text(), message="the fourth alert")
+        assert not _banner_shown(page)["listed"]
+
+        Alert.objects.exclude(rule__name="ledger dead letters").delete()
+        _wait_for(lambda banner=banner: "1 alert firing" in banner.inner_text(), message="one alert left")
+        assert _banner_shown(page)["listed"], "one alert alone shows open"
+        page.context.close()
+
+
+def test_delays_and_timeouts_read_in_hours_and_minutes(stack, browser, transactional_db):
+    """A job delayed 55533 s says "15 h 25 min" in the jobs list and on its page (they said
+    "+55533 s" and "55533 s after creation"), and its execution waits "in 15 h 25 min"; a timeout
+    of 5400 s reads "1 h 30 min" and a retry's longest delay of 3,600,000 ms "1 h"; an alert rule's
+    window of 86400 s reads "1 d". At both sizes, in sight."""
+    from alerts.models import AlertRule
+    from tenants.services import tenant_create
+
+    acme = tenant_create(slug="acme")
+    _user("ada", tenants=[acme])
+    job = _job(
+        acme,
+        name="reminder-email",
+        type="DELAYED",
+        delay_sec=55533,
+        run_at=None,
+        timeout_sec=5400,
+        initial_delay_ms=500,
+        max_delay_ms=3_600_000,
+    )
+    AlertRule.objects.create(
+        tenant=acme, name="daily dead letters", kind="DEAD_LETTER", threshold=0, window_sec=86400,
+        channels=[{"type": "email", "to": "a@b.co"}],
+    )  # fmt: skip
+
+    for label, viewport in (("wide", WIDE), ("narrow", NARROW)):
+        page = _page(browser, stack, "ada", viewport=viewport)
+        page.goto(f"{stack.base}/dashboard/jobs/")
+        row = page.inner_text(f'tr[data-job="{job.pk}"]')
+        assert "15 h 25 min" in row and "55533" not in row, row
+        page.goto(f"{stack.base}/dashboard/jobs/{job.pk}/")
+        definition = page.inner_text("#job-summary")
+        assert "once, 15 h 25 min after creation" in definition and "55533" not in definition, definition
+        assert "Timeout\n1 h 30 min" in definition and "from 500 ms up to 1 h" in definition, definition
+        waits = page.inner_text(f'tr[data-execution="{_execution(job).pk}"] [data-testid=pending-reason]')
+        assert "(in 15 h 25 min)" in waits, waits
+        assert _unreachable(page) == []
+        _shoot(page, f"job-detail-delayed-{label}")
+        page.goto(f"{stack.base}/dashboard/alerts/")
+        assert "1 d" in page.inner_text("[data-testid=rules-table]")
+        page.context.close()
+
+
+# The overview chart's time axis labels (the bottom row of texts), with where each stands.
+_AXIS = """
+(selector) => {
+  const texts = [...document.querySelectorAll(`${selector} svg text`)];
+  const bottom = Math.max(...texts.map(t => Number(t.getAttribute("y"))));
+  const svg = document.querySelector(`${selector} svg`).getBoundingClientRect();
+  return texts.filter(t => Number(t.getAttribute("y")) === bottom).map(t => {
+    const box = t.getBoundingClientRect();
+    return {text: t.textContent, x: (box.left + box.right) / 2 - svg.left, left: box.left - svg.left,
+            right: box.right - svg.left, width: svg.width};
+  });
+}
+"""
+
+
+def test_the_charts_time_axis_is_evenly_labelled_and_dated(stack, browser, transactional_db):
+    """The overview's 24 h and 7 d charts at both sizes: the time axis's labels stand at equal
+    intervals on round times (the last one broke the interval: "…, 20:30, 02:30, 08:15"), a midnight
+    is labelled by its date (none was), and every label is whole within the chart."""
+    import re
+
+    _user("olivia", staff=True)
+    for label, viewport in (("wide", WIDE), ("narrow", NARROW)):
+        page = _page(browser, stack, "olivia", viewport=viewport)
+        for chosen in ("24h", "7d"):
+            page.goto(f"{stack.base}/dashboard/?range={chosen}")
+            page.wait_for_selector("[data-testid=chart-throughput] svg")
+            marks = page.evaluate(_AXIS, "[data-testid=chart-throughput]")
+            texts = [m["text"] for m in marks]
+            gaps = [b["x"] - a["x"] for a, b in pairwise(marks)]
+            assert len(marks) >= 3, texts
+            assert max(gaps) - min(gaps) < 1.5, (chosen, label, texts, gaps)
+            assert any(re.fullmatch(r"[A-Z][a-z]{2} \d\d-\d\d", text) for text in texts), texts
+            assert all(re.fullmatch(r"\d\d:\d0|[A-Z][a-z]{2} \d\d-\d\d", text) for text in texts), texts
+            assert all(m["left"] >= -40 and m["right"] <= m["width"] + 1 for m in marks), marks
+            _shoot(page, f"overview-axis-{chosen}-{label}")
+        page.context.close()

@@ -32,11 +32,17 @@
       el.textContent = text;
     });
   }
+  // A span as executions/durations.py writes it on the server: its two largest units, the
+  // smaller one cut (15 h 25 min, 2 min 5 s, 3 d), so a page reads the same wherever it was drawn.
+  var UNITS = [["d", 86400], ["h", 3600], ["min", 60], ["s", 1]];
   function human(s) {
-    if (s < 60) return s + " s";
-    if (s < 3600) return Math.floor(s / 60) + " min";
-    if (s < 86400) return Math.floor(s / 3600) + " h";
-    return Math.floor(s / 86400) + " d";
+    var left = Math.max(Math.floor(s), 0), parts = [];
+    for (var i = 0; i < UNITS.length && parts.length < 2; i++) {
+      var count = Math.floor(left / UNITS[i][1]);
+      left -= count * UNITS[i][1];
+      if (count || parts.length) parts.push(count ? count + " " + UNITS[i][0] : "");
+    }
+    return parts.filter(Boolean).join(" ") || "0 s";
   }
 
   // --- Charts ----------------------------------------------------------------------------------
@@ -58,7 +64,7 @@
     if (v == null) return "—";
     if (v < 1000) return Math.round(v) + " ms";
     if (v < 60000) return (v / 1000).toFixed(1) + " s";
-    return (v / 60000).toFixed(1) + " min";
+    return human(v / 1000);
   }
   function frame(container, max, fmt) {
     container.textContent = "";
@@ -74,18 +80,29 @@
     });
     return { svg: svg, w: w, h: h, pad: pad, plotW: plotW, plotH: plotH };
   }
-  function xLabels(f, minutes) {
-    var n = minutes.length, step = f.plotW / n;
-    // About one label per 90 px, on a multiple of 15 points where that fits (a quarter of an hour).
-    var every = Math.max(1, Math.ceil(n / Math.max(1, Math.floor(f.plotW / 90))));
-    if (every <= 15) every = n > 30 ? 15 : every;
-    // The last point has a label of its own, at the right edge: none too close before it.
-    for (var i = 0; i < n - every / 2; i += every) {
-      var t = el("text", { x: f.pad.l + i * step, y: f.h - 6 }, f.svg);
-      t.textContent = minutes[i];
+  // The time axis: of the server's choices of labels (dashboard/time_axis.py: round times, evenly
+  // spaced, finest first), the finest whose neighbours stand far enough apart for their text, as
+  // drawn in this chart. A label marks the start of its bucket; one that would run past the
+  // chart's edge is left out.
+  function xLabels(f, d) {
+    var n = d.minutes.length, step = f.plotW / n, choices = d.axis || [], widths = {};
+    var probe = el("text", { x: 0, y: f.h - 6, visibility: "hidden" }, f.svg);
+    function width(text) {
+      if (!(text in widths)) { probe.textContent = text; widths[text] = probe.getComputedTextLength(); }
+      return widths[text];
     }
-    var last = el("text", { x: f.w - f.pad.r, y: f.h - 6, "text-anchor": "end" }, f.svg);
-    last.textContent = minutes[n - 1];
+    var chosen = choices.find(function (marks) {
+      var widest = Math.max.apply(null, marks.map(function (m) { return width(m[1]); }));
+      return (marks[1][0] - marks[0][0]) * step >= widest + 12;
+    }) || choices[choices.length - 1] || [];
+    chosen.forEach(function (mark) {
+      var x = f.pad.l + mark[0] * step, half = width(mark[1]) / 2;
+      if (x + half > f.w || x - half < 0) return;
+      el("line", { x1: x, x2: x, y1: f.pad.t + f.plotH, y2: f.pad.t + f.plotH + 4, "class": "axis" }, f.svg);
+      var t = el("text", { x: x, y: f.h - 6, "text-anchor": "middle", "data-axis-label": "" }, f.svg);
+      t.textContent = mark[1];
+    });
+    probe.remove();
   }
   function throughput(container, d) {
     var totals = d.minutes.map(function (_, i) { return d.succeeded[i] + d.failed[i] + d.cancelled[i]; });
@@ -107,7 +124,7 @@
         el("rect", { x: x, y: y, width: bw, height: Math.max(bh, 1), fill: s[1], rx: 1 }, g);
       });
     }
-    xLabels(f, d.minutes);
+    xLabels(f, d);
     if (!totals.some(Boolean)) note(f, "Nothing finished in the last " + (d.rangeLabel || "1 h"));
   }
   function lag(container, d) {
@@ -127,7 +144,7 @@
       });
       if (path) el("path", { d: path, fill: "none", stroke: s[1], "stroke-width": 2, "stroke-linejoin": "round" }, f.svg);
     });
-    xLabels(f, d.minutes);
+    xLabels(f, d);
     if (!values.length) note(f, "Nothing started in the last " + (d.rangeLabel || "1 h"));
   }
   function note(f, text) {
@@ -153,7 +170,7 @@
       });
       el("path", { d: path, fill: "none", stroke: colour, "stroke-width": 2, "stroke-linejoin": "round" }, f.svg);
     });
-    xLabels(f, d.minutes);
+    xLabels(f, d);
     if (!values.some(Boolean)) note(f, "No " + (series === "due" ? "backlog" : "admitted work") + " recorded in the last " + d.rangeLabel);
     var legend = container.parentNode.querySelector("[data-pool-legend]");
     if (legend) {
@@ -419,6 +436,7 @@
         var fresh = holder.firstElementChild;
         if (!fresh || fresh.id !== region.id) return;
         region.replaceWith(fresh);
+        foldBanner(fresh);
         relTimes(fresh);
         var freshBox = fresh.querySelector(".log-lines");
         if (freshBox) freshBox.scrollTop = atEnd ? freshBox.scrollHeight : top;
@@ -429,6 +447,26 @@
         pollRegions();
       });
   }
+
+  // --- The firing alerts' banner ----------------------------------------------------------------------
+  // A <details> the server renders open for one alert and folded for several. Folding or opening it
+  // is remembered here (this browser), and kept on every page and through the banner's polls for as
+  // long as the same alerts fire: a new one is shown as the server renders it.
+  var BANNER_KEY = "tickwork.alertBanner";
+
+  function foldBanner(root) {
+    var banner = root.querySelector("[data-alert-banner]"), choice = null;
+    if (!banner) return;
+    try { choice = JSON.parse(window.localStorage.getItem(BANNER_KEY) || "null"); } catch (e) { return; }
+    if (choice && choice.alerts === banner.getAttribute("data-alert-banner")) banner.open = choice.open;
+  }
+  document.addEventListener("click", function (e) {
+    var summary = e.target.closest("[data-alert-banner] > summary");
+    if (!summary) return;
+    var banner = summary.parentNode;
+    var choice = { alerts: banner.getAttribute("data-alert-banner"), open: !banner.open };  // the click toggles it next
+    try { window.localStorage.setItem(BANNER_KEY, JSON.stringify(choice)); } catch (err) { /* not remembered */ }
+  });
 
   // --- Narrow screens: the menu -----------------------------------------------------------------------
   // Under 760 px the sections fold behind a Menu button (app.css); without this script they stay shown.
@@ -443,6 +481,7 @@
 
   // --- Start -----------------------------------------------------------------------------------------
   function start() {
+    foldBanner(document);
     charts(document);
     relTimes(document);
     document.querySelectorAll("[data-job-form]").forEach(jobForm);
