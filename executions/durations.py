@@ -12,7 +12,7 @@ UNITS = (("d", 86_400), ("h", 3_600), ("min", 60), ("s", 1))
 def duration(seconds: float) -> str:
     """45 s, 2 min 5 s, 15 h 25 min, 3 d 4 h, 7 d; 0 s for anything under a second or negative."""
     left = max(int(seconds), 0)
-    parts = []
+    parts: list[tuple[int, str]] = []
     for name, size in UNITS:
         count, left = divmod(left, size)
         if count or parts:
