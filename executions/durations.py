@@ -31,3 +31,14 @@ def milliseconds(value: float) -> str:
     if value < 60_000:
         return f"{int(value / 100) / 10:.1f} s"
     return duration(value / 1000)
+
+
+def period(seconds: int) -> str:
+    """An exact span, with every unit that is not zero: an interval job's period, which a cut
+    would misstate ("every 1 h 2 min 5 s", where `duration` says 1 h 2 min)."""
+    left, shown = max(int(seconds), 0), []
+    for name, size in UNITS:
+        count, left = divmod(left, size)
+        if count:
+            shown.append(f"{count} {name}")
+    return " ".join(shown) or "0 s"

@@ -34,15 +34,20 @@ def extra_apps(environ: Mapping[str, str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def setup(*, set_prefix: bool = True) -> None:
+def setup(*, set_prefix: bool = True, apps_only: bool = False) -> None:
     """django.setup(); when one of the extra apps fails to load, write one line naming it and
     the error to stderr and exit with EXIT_STATUS. A failure of Tickwork's own apps is not
-    an operator's app and keeps its traceback."""
+    an operator's app and keeps its traceback. `apps_only`: load the apps and leave logging
+    alone (the Celery worker, whose own Django setup configures it in its order)."""
     import django
+    from django.apps import apps
     from django.conf import settings
 
     try:
-        django.setup(set_prefix=set_prefix)
+        if apps_only:
+            apps.populate(settings.INSTALLED_APPS)
+        else:
+            django.setup(set_prefix=set_prefix)
     except Exception as exc:
         app = culprit(exc, settings.TICKWORK_EXTRA_APPS)
         if app is None:

@@ -18,7 +18,10 @@ class TickworkLoader(AppLoader):
         worker would start without the app's handlers and fail every run of them."""
         from scheduler_project.app_loading import setup
 
-        setup()
+        # The apps only: Django's logging is configured by the fixup, after Celery's own, as
+        # before (configured first, a handler's logging reached the attempt's log as Celery's
+        # redirected output).
+        setup(apps_only=True)
         super().init_worker()
 
 

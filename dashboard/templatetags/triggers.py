@@ -1,5 +1,5 @@
 """What makes a job fire and what a fire runs, as the job's page and the jobs list say it: a cron
-schedule in its timezone, a one-off's time, a delay, or an event job's `on invoice.paid where
+schedule in its timezone, an interval from its start, a one-off's time, a delay, or an event job's `on invoice.paid where
 {currency: "EUR"}`; a handler in its pool, or a workflow's steps and their pools. One wording
 for both pages, so an EVENT job never reads as "once at —"."""
 
@@ -12,7 +12,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from dashboard.templatetags.dashboard import utc
-from executions.durations import duration
+from executions.durations import duration, period
 from jobs.models import JobType
 
 register = template.Library()
@@ -55,6 +55,14 @@ def job_trigger(job: Any, compact: bool = False) -> SafeString:
             job.schedule,
             job.schedule,
             job.timezone,
+        )
+    if job.type == JobType.INTERVAL:
+        return format_html(
+            'every <span class="trigger-code" data-testid="job-interval" title="{} s">{}</span>'
+            ' <span class="muted">from</span> <span class="mono">{}</span>',
+            job.every_sec,
+            period(job.every_sec),
+            utc(job.start_at),
         )
     if job.type == JobType.DELAYED:
         return format_html(

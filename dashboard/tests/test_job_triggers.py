@@ -42,6 +42,9 @@ def jobs(db, tenant):
         "cron": _make(tenant, name="rollup", type="CRON", schedule="*/5 * * * *", timezone="America/New_York"),
         "once": _make(tenant, name="one-off", type="ONCE", run_at=datetime(2027, 3, 14, 9, tzinfo=UTC)),
         "delayed": _make(tenant, name="later", type="DELAYED", delay_sec=90),
+        "interval": _make(
+            tenant, name="poll", type="INTERVAL", every_sec=3725, start_at=datetime(2027, 3, 14, 9, tzinfo=UTC)
+        ),
     }
 
 
@@ -80,6 +83,17 @@ def test_the_jobs_list_shows_each_jobs_trigger_and_target(member_client, jobs):
     assert "*/5 * * * *" in _row(html, jobs["cron"]) and "in America/New_York" in _row(html, jobs["cron"])
     assert "once at" in _row(html, jobs["once"]) and "2027-03-14 09:00:00Z" in _row(html, jobs["once"])
     assert "1 min 30 s after creation" in _row(html, jobs["delayed"])
+    # An interval's period in full (a cut would misstate it), from its anchor.
+    interval = _row(html, jobs["interval"])
+    assert ">1 h 2 min 5 s</span>" in interval and "2027-03-14 09:00:00Z" in interval
+
+
+@pytest.mark.django_db
+def test_an_interval_jobs_page_says_its_period_and_next_fires(member_client, jobs):
+    html = member_client.get(f"/dashboard/jobs/{jobs['interval'].pk}/").content.decode()
+    assert 'every <span class="trigger-code" data-testid="job-interval" title="3725 s">1 h 2 min 5 s</span>' in html
+    assert "once at" not in html
+    assert "2027-03-14 10:02:05" in html  # the second fire, in the next fires panel
 
 
 @pytest.mark.django_db

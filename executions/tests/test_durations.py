@@ -46,3 +46,13 @@ def test_a_duration_is_its_two_largest_units(seconds, shown):
 )
 def test_milliseconds_keep_a_tenth_of_a_second_under_a_minute(value, shown):
     assert milliseconds(value) == shown
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(90, "1 min 30 s"), (3725, "1 h 2 min 5 s"), (3605, "1 h 5 s"), (86400, "1 d"), (1, "1 s"), (0, "0 s")],
+)
+def test_a_period_is_said_in_full(seconds, text):
+    from executions.durations import period
+
+    assert period(seconds) == text
