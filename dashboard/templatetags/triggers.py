@@ -1,7 +1,7 @@
 """What makes a job fire and what a fire runs, as the job's page and the jobs list say it: a cron
-schedule in its timezone, an interval from its start, a one-off's time, a delay, or an event job's `on invoice.paid where
-{currency: "EUR"}`; a handler in its pool, or a workflow's steps and their pools. One wording
-for both pages, so an EVENT job never reads as "once at —"."""
+schedule in its timezone, an interval from its start, a one-off's time, a delay, or an event
+job's `on invoice.paid where {currency: "EUR"}`; a handler in its pool, or a workflow's steps and
+their pools. One wording for both pages, so an EVENT job never reads as "once at —"."""
 
 import json
 import re
