@@ -8,12 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q
 
-from dashboard.id_search import id_span
 from dashboard.queries import OverBudget, queries
 from dashboard.selectors import STATE_ORDER, narrow_scope
 from executions.models import Execution
 from executions.selectors import execution_list
 from jobs.selectors import job_list
+from web.id_search import id_span
 
 PAGE_SIZE = 50
 
@@ -27,7 +27,7 @@ class ExecutionFilters:
     # A time range of the executions' latest activity (updated_at).
     since: datetime | None = None
     until: datetime | None = None
-    # One search box: an execution, job or run id, whole or short (dashboard/id_search.py); else
+    # One search box: an execution, job or run id, whole or short (web/id_search.py); else
     # text in the job's name or handler or in the error.
     q: str = ""
     # Where the page starts (the previous page's last row): see `activity_cursor`.

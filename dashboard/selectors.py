@@ -16,7 +16,6 @@ from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import TruncMinute
 
 from audit.models import ActorKind, AuditEntry
-from dashboard.id_search import id_span
 from dashboard.queries import queries
 from executions.backlog import due_work
 from executions.last_runs import failing
@@ -28,6 +27,7 @@ from jobs.models import Job
 from jobs.selectors import job_list
 from jobs.states import InvalidJobTransition, JobState
 from tenants.models import Tenant
+from web.id_search import id_span
 
 S = ExecutionState
 # Up to this many rows a state's count is exact (an index-only walk of at most this many
@@ -294,7 +294,7 @@ def job_page(*, scope: list[int] | None, filters: JobFilters, page: int) -> tupl
     """One page of jobs, newest first, with their last run; (jobs, has_next). No COUNT(*)."""
     jobs = job_list(scope=narrow_scope(scope=scope, tenant_slug=filters.tenant))
     if filters.q:
-        # Part of its name, or its id in any form the pages show (dashboard/id_search.py).
+        # Part of its name, or its id in any form the pages show (web/id_search.py).
         matches = Q(name__icontains=filters.q)
         if (span := id_span(filters.q)) is not None:
             matches |= span.q("pk")
@@ -485,7 +485,7 @@ def audit_page(*, scope: list[int] | None, filters: AuditFilters, page: int) -> 
         entries = entries.filter(kind | Q(actor_kind__isnull=True) if filters.kind == ActorKind.DASHBOARD else kind)
     if filters.target:
         # Any target's id as typed; a job's, execution's, run's or rule's id in any form the pages
-        # show (dashboard/id_search.py); and every entry about a job so named.
+        # show (web/id_search.py); and every entry about a job so named.
         target = Q(target_id=filters.target)
         if (span := id_span(filters.target)) is not None:
             target |= span.text_q("target_id") | span.q("job_id")

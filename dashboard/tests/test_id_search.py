@@ -21,7 +21,7 @@ THIRD = uuid.UUID("abcdef02-0000-4000-8000-000000000000")
 
 
 def test_the_id_forms_the_pages_show():
-    from dashboard.id_search import IdSpan, id_span
+    from web.id_search import IdSpan, id_span
 
     whole = IdSpan(FIRST, FIRST)
     for form in (str(FIRST), str(FIRST).upper(), FIRST.hex, f"  {FIRST}  ", "{" + str(FIRST) + "}"):

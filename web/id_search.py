@@ -1,6 +1,7 @@
-"""An id typed into one of the dashboard's search boxes, in any form its pages show one: a whole
-UUID with or without its dashes (a job's, execution's or run's page), or its first characters, at
-least the 8 of the short ids the lists show, with or without the dashes where they fall. Any case.
+"""An id typed into one of the dashboard's search boxes or given to the command line (web/cli/), in
+any form the pages show one: a whole UUID with or without its dashes (a job's, execution's or
+run's page), or its first characters, at least the 8 of the short ids the lists (and the command
+line's tables) show, with or without the dashes where they fall. Any case.
 
 A prefix of a UUID is a range of UUIDs (every id from the prefix padded with 0s to the prefix
 padded with fs), which a UUID column's btree reads as one range scan, as it reads an equality: so
