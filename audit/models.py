@@ -12,11 +12,12 @@ class AuditOutcome(models.TextChoices):
 
 
 class ActorKind(models.TextChoices):
-    """Where an action came from: the same person may act through all three."""
+    """Where an action came from: the same person may act through each of them."""
 
     DASHBOARD = "dashboard"  # a signed-in user on the operator dashboard
     API = "api"  # a request to /v1/: an API token, or a session calling the API
     ADMIN = "admin"  # a staff user in Django's admin
+    CLI = "cli"  # a management command (`manage.py jobs`, `import_beat`): the operating system's user
 
 
 # The actions the log holds, for the audit page's filter: "<target type>.<verb>".

@@ -1,11 +1,14 @@
 """The audit log's writer, for every actor: the dashboard (dashboard/services.py), the API
-(web/audit.py) and the admin (web/admin.py) record through these.
+(web/audit.py), the admin (web/admin.py) and the command line (web/cli/, worker/beat_import.py)
+record through these.
 
 A successful action and its audit row commit in one transaction (`audited`): there is never an
 effect without its row, nor a row claiming an effect that was rolled back. A refused or failed
 action is recorded after its transaction rolled back, so the log also shows what was attempted.
 """
 
+import getpass
+import os
 import re
 import uuid
 from collections.abc import Callable, Iterable
@@ -56,8 +59,9 @@ def storable(text: str) -> str:
 
 @dataclass(frozen=True)
 class Actor:
-    """Who acts, as the audit log records it: a user (by username) or an API token (by the line
-    web.authentication.actor_of makes of it), and through what."""
+    """Who acts, as the audit log records it: a user (by username), an API token (by the line
+    web.authentication.actor_of makes of it) or the operating system's user running a command
+    (cli_actor), and through what."""
 
     user_id: int | None
     username: str
@@ -76,6 +80,17 @@ class Actor:
         if self.kind == ActorKind.API:
             return self.username  # already "token deploy (tw_ab12) of acme" or "user ada"
         return f"{self.kind} {self.username}"
+
+
+def cli_actor() -> Actor:
+    """Who runs a management command: the operating system's user, as getpass finds them
+    ($LOGNAME, $USER, … or the password database). A container may run as a uid that neither
+    names: then the uid, so the row still says who."""
+    try:
+        username = getpass.getuser()
+    except (KeyError, OSError):  # KeyError before Python 3.13, OSError since
+        username = f"uid {os.getuid()}"
+    return Actor(user_id=None, username=username, kind=ActorKind.CLI)
 
 
 def client_ip(request) -> str | None:
