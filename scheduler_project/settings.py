@@ -437,3 +437,6 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_DISABLE_ACCESS_LOG = True  # no row per successful login
 AXES_LOCKOUT_CALLABLE = "web.middleware.login_locked_out"
+# Not its "AXES: BEGIN version …" line at every start: on stderr, above every management command's
+# own output and error line (the operators' command line says a mistake in one line).
+AXES_VERBOSE = False
