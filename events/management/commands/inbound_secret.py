@@ -12,7 +12,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("slug")
+        parser.add_argument("slug", help="the tenant whose inbound secret to print")
         parser.add_argument("--rotate", action="store_true", help="replace the secret (the old one lasts an hour)")
 
     def handle(self, *args, slug: str, rotate: bool, **options) -> None:

@@ -19,9 +19,18 @@ class Command(BaseCommand):
     help = "Run every Tickwork role on this machine (web, dispatcher, sweeper, worker), supervised."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=8000)
-        parser.add_argument("--concurrency", type=int, default=int(os.environ.get("TICKWORK_WORKER_CONCURRENCY", "2")))
+        parser.add_argument(
+            "--host",
+            default="127.0.0.1",
+            help="the address the web role listens on (default 127.0.0.1: this machine only)",
+        )
+        parser.add_argument("--port", type=int, default=8000, help="the web role's port (default 8000)")
+        parser.add_argument(
+            "--concurrency",
+            type=int,
+            default=int(os.environ.get("TICKWORK_WORKER_CONCURRENCY", "2")),
+            help="the worker's processes: how many runs at once (default TICKWORK_WORKER_CONCURRENCY, else 2)",
+        )
 
     def handle(self, *args, host: str, port: int, concurrency: int, **options) -> None:
         call_command("migrate", interactive=False, verbosity=0)

@@ -11,8 +11,8 @@ class Command(BaseCommand):
     help = "Create a tenant, with its quotas (unlimited and weight 1 unless given)."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("slug")
-        parser.add_argument("--name", default="")
+        parser.add_argument("slug", help="the tenant's short name: letters, digits, '-' and '_' (e.g. acme)")
+        parser.add_argument("--name", default="", help="its display name (default: none)")
         add_quota_arguments(parser)
 
     def handle(self, *args, slug: str, name: str, **options) -> None:

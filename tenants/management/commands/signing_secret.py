@@ -13,7 +13,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("slug")
+        parser.add_argument("slug", help="the tenant whose secret to print")
         parser.add_argument(
             "--rotate", action="store_true", help="replace the secret (the old one still signs for a day)"
         )

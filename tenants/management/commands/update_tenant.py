@@ -9,7 +9,7 @@ class Command(BaseCommand):
     help = "Change a tenant's quotas; 'none' clears a limit. The next claim of work applies them."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("slug")
+        parser.add_argument("slug", help="the tenant to change")
         add_quota_arguments(parser)
 
     def handle(self, *args, slug: str, **options) -> None:
