@@ -19,21 +19,25 @@ bridge with the task's name, args, kwargs and queue:
   `routing_key`, `headers`), are named in the report, never dropped silently.
 
 A second run updates the jobs it made (matched by name, `created_by` "import_beat") and creates
-no duplicates; a job's paused or active state is left as the operator set it.
+no duplicates; a job's paused or active state is left as the operator set it. Each job created or
+updated has its audit row (job.create, job.update) in the same transaction, with actor kind `cli`:
+the operating system's user who ran the command.
 """
 
+import functools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dj_database_url
 from celery.schedules import crontab
-from django.db import transaction
 from django.db.utils import ConnectionHandler
 from django.utils.dateparse import parse_datetime
 
+from audit.services import Actor, Target, audited
 from executions.scheduling import job_create, job_pause, job_update
 from jobs import cron
 from jobs.models import Job, JobType
@@ -358,8 +362,11 @@ class Outcome:
     job: Job | None = None
 
 
-def import_tasks(*, tasks: list[BeatTask], tenant: Tenant, bridge: str, now: datetime, dry_run: bool) -> list[Outcome]:
-    """Each task's job created, updated or left as it is (nothing written with `dry_run`)."""
+def import_tasks(
+    *, tasks: list[BeatTask], tenant: Tenant, bridge: str, now: datetime, dry_run: bool, actor: Actor
+) -> list[Outcome]:
+    """Each task's job created, updated or left as it is (nothing written with `dry_run`), each
+    change audited as `actor`'s."""
     outcomes = []
     for task in tasks:
         plan = plan_of(task, bridge=bridge, now=now)
@@ -371,10 +378,15 @@ def import_tasks(*, tasks: list[BeatTask], tenant: Tenant, bridge: str, now: dat
         if existing is None:
             job = None
             if not dry_run:
-                with transaction.atomic():
-                    job = job_create(tenant=tenant, fields=plan.fields, now=now, actor=ACTOR).job
-                    if plan.paused:
-                        job = job_pause(job=job, now=now)
+                job = audited(
+                    actor=actor,
+                    action="job.create",
+                    target=Target(type="job", label=plan.name, tenant_id=tenant.pk),
+                    now=now,
+                    run=functools.partial(_create, fields=plan.fields, paused=plan.paused, tenant=tenant, now=now),
+                    describe=_saying(f"import_beat: {describe(plan.fields)}"),
+                    target_of=Target.of_job,
+                )
             state = " (PAUSED: disabled in beat)" if plan.paused else ""
             first = first_fire_of(plan.fields, now).isoformat()
             line = f"created    {task.name}: {describe(plan.fields)}{state}, first fire {first}{notes}"
@@ -390,7 +402,27 @@ def import_tasks(*, tasks: list[BeatTask], tenant: Tenant, bridge: str, now: dat
             line = f"unchanged  {task.name}: its job {existing.pk} is {existing.state}, and is not changed"
             outcomes.append(Outcome(task, "unchanged", line, existing))
         else:
-            job = existing if dry_run else job_update(job=existing, fields=changed, now=now, actor=ACTOR)
+            job = existing
+            if not dry_run:
+                job = audited(
+                    actor=actor,
+                    action="job.update",
+                    target=Target.of_job(existing),
+                    now=now,
+                    run=functools.partial(job_update, job=existing, fields=changed, now=now, actor=ACTOR),
+                    describe=_saying("import_beat: changed " + ", ".join(sorted(changed))),
+                )
             line = f"updated    {task.name}: {', '.join(sorted(changed))} → {describe(plan.fields)}{notes}"
             outcomes.append(Outcome(task, "updated", line, job))
     return outcomes
+
+
+def _create(*, fields: dict[str, Any], paused: bool, tenant: Tenant, now: datetime) -> Job:
+    """A task's job, PAUSED if beat had it disabled (in the caller's transaction, with its row)."""
+    job = job_create(tenant=tenant, fields=fields, now=now, actor=ACTOR).job
+    return job_pause(job=job, now=now) if paused else job
+
+
+def _saying(detail: str) -> Callable[[Any], str]:
+    """An audit row's detail, whatever the action returned."""
+    return lambda _: detail

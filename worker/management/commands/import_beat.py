@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
+from audit.services import cli_actor
 from executions.clock import db_now
 from tenants.selectors import tenant_get
 from worker import beat_import
@@ -39,7 +40,9 @@ class Command(BaseCommand):
         except DatabaseError as exc:
             raise CommandError(f"cannot read django-celery-beat's tables at --from: {exc}".strip()) from None
         now = db_now()
-        outcomes = beat_import.import_tasks(tasks=tasks, tenant=found, bridge=bridge, now=now, dry_run=dry_run)
+        outcomes = beat_import.import_tasks(
+            tasks=tasks, tenant=found, bridge=bridge, now=now, dry_run=dry_run, actor=cli_actor()
+        )
         for outcome in outcomes:
             self.stdout.write(outcome.line)
         counts = {
