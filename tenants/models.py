@@ -59,6 +59,7 @@ class ApiToken(models.Model):
     """A bearer token of one tenant. Only a SHA-256 of the token is stored."""
 
     PREFIX = "tw_"
+    PREFIX_LENGTH = 10  # of the raw token, kept in clear as key_prefix
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tokens")
     name = models.CharField(max_length=100, blank=True)
@@ -83,4 +84,4 @@ class ApiToken(models.Model):
     def prefix_of(cls, raw: str) -> str | None:
         """The prefix kept in clear of a token whose raw value is `raw`; None for a value not of
         a token's form, whose first characters may be someone's other secret."""
-        return raw[:10] if raw.startswith(cls.PREFIX) else None
+        return raw[: cls.PREFIX_LENGTH] if raw.startswith(cls.PREFIX) else None
