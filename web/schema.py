@@ -12,6 +12,8 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from rest_framework.mixins import ListModelMixin
 from rest_framework.permissions import AllowAny
 
+from web.job_schema import job_create_variants, job_update_target
+
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
 
 # Why each error status is answered; every operation documents the ones it can give.
@@ -127,7 +129,8 @@ class TimezoneFieldExtension(OpenApiSerializerFieldExtension):
 
 def postprocess(result, generator, request, public):
     """Add the Error component, say that query strings hold no NUL (PostgreSQL stores none, so
-    the filters refuse it), and link a created job to what can be done with it."""
+    the filters refuse it), state a job's create body per type (web/job_schema.py), and link
+    each answer that names an object to what can be done with it (_LINKS)."""
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = {
         "type": "object",
         "description": (
@@ -144,24 +147,55 @@ def postprocess(result, generator, request, public):
                 schema = parameter.get("schema", {})
                 if parameter["in"] == "query" and schema.get("type") == "string" and not _constrained(schema):
                     schema["pattern"] = _TEXT
-    job_links = {
-        f"{method}{name}": {"operationId": operation_id, "parameters": {"job_id": "$response.body#/jobId"}}
-        for method, name, operation_id in _operations(paths, "/v1/jobs/{job_id}")
-    }
-    execution_links = {
-        f"{method}{name}": {"operationId": operation_id, "parameters": {"execution_id": "$response.body#/executionId"}}
-        for method, name, operation_id in _operations(paths, "/v1/executions/{execution_id}")
-    }
-    for path, method, codes, links in (
-        ("/v1/jobs", "post", ("200", "201"), job_links),
-        ("/v1/jobs/{job_id}/trigger", "post", ("200",), execution_links),
-        ("/v1/executions/{execution_id}/retry", "post", ("200",), execution_links),
-    ):
-        operation = paths.get(path, {}).get(method)
+    for (path, method), values in _PARAMETER_EXAMPLES.items():
+        for parameter in paths.get(path, {}).get(method, {}).get("parameters", []):
+            if parameter["name"] in values:
+                parameter["example"] = values[parameter["name"]]
+    job_create_variants(result["components"]["schemas"])
+    job_update_target(result["components"]["schemas"])
+    for source, method, codes, pointer, target in _LINKS:
+        operation = paths.get(source, {}).get(method)
+        if operation is None:
+            continue
+        parameter = target.rsplit("{", 1)[1].rstrip("}")
+        links = {
+            f"{verb}{name}": {"operationId": operation_id, "parameters": {parameter: f"$response.body#{pointer}"}}
+            for verb, name, operation_id in _operations(paths, target)
+        }
         for code in codes:
-            if operation and code in operation["responses"]:
-                operation["responses"][code]["links"] = links
+            if code in operation["responses"]:
+                operation["responses"][code].setdefault("links", {}).update(links)
     return result
+
+
+# Query parameters' examples, which a serializer's fields cannot carry: together, a query the
+# operation answers (/v1/docs shows them; schemathesis's examples phase sends them).
+_PARAMETER_EXAMPLES = {
+    ("/v1/schedule/preview", "get"): {"schedule": "30 2 * * *", "timezone": "Europe/London", "count": 5},
+}
+
+# Where an answer names an object that other operations act on: a link from the answer (path,
+# method, its statuses, the JSON pointer to the id) to every operation under the target path,
+# for clients and for stateful testers, which follow them from a list or a create to the object.
+_JOB, _EXECUTION, _RUN = "/v1/jobs/{job_id}", "/v1/executions/{execution_id}", "/v1/runs/{run_id}"
+_LINKS = (
+    ("/v1/jobs", "post", ("200", "201"), "/jobId", _JOB),
+    ("/v1/jobs", "get", ("200",), "/results/0/jobId", _JOB),
+    ("/v1/jobs/bulk", "post", ("200", "201"), "/jobs/0/jobId", _JOB),
+    ("/v1/jobs/{job_id}", "get", ("200",), "/latestExecutions/0/executionId", _EXECUTION),
+    ("/v1/jobs/{job_id}/trigger", "post", ("200",), "/executionId", _EXECUTION),
+    ("/v1/jobs/{job_id}/executions", "get", ("200",), "/results/0/executionId", _EXECUTION),
+    ("/v1/jobs/{job_id}/runs", "get", ("200",), "/results/0/runId", _RUN),
+    ("/v1/executions", "get", ("200",), "/results/0/executionId", _EXECUTION),
+    ("/v1/executions/{execution_id}/retry", "post", ("200",), "/executionId", _EXECUTION),
+    ("/v1/runs/{run_id}", "get", ("200",), "/steps/0/executionId", _EXECUTION),
+    ("/v1/events", "post", ("200", "202"), "/eventId", "/v1/events/{event_id}"),
+    ("/v1/events", "get", ("200",), "/results/0/eventId", "/v1/events/{event_id}"),
+    ("/v1/alerts/rules", "post", ("201",), "/ruleId", "/v1/alerts/rules/{rule_id}"),
+    ("/v1/alerts/rules", "get", ("200",), "/results/0/ruleId", "/v1/alerts/rules/{rule_id}"),
+    ("/v1/alerts", "get", ("200",), "/results/0/alertId", "/v1/alerts/{alert_id}"),
+    ("/v1/dead-letter/groups", "get", ("200",), "/results/0/fingerprint", "/v1/dead-letter/groups/{fingerprint}"),
+)
 
 
 def _constrained(schema) -> bool:
@@ -170,7 +204,7 @@ def _constrained(schema) -> bool:
 
 def _operations(paths, prefix):
     for path, operations in paths.items():
-        if path.startswith(prefix):
+        if path == prefix or path.startswith(prefix + "/"):
             tail = path[len(prefix) :].strip("/").title() or "Self"
             for method, operation in operations.items():
                 yield method.title(), tail, operation["operationId"]

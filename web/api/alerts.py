@@ -18,6 +18,7 @@ from jobs import registry
 from jobs.selectors import job_get
 from tenants.models import Tenant
 from tenants.selectors import scope_of
+from web.api import examples
 from web.api.alert_filters import AlertFilter
 from web.api.alert_serializers import (
     AlertRuleInputSerializer,
@@ -125,7 +126,12 @@ class AlertRuleListCreateApi(AuditedApi, generics.ListAPIView):
     def get_queryset(self):
         return rule_list(scope=scope_of(user=self.request.user))
 
-    @extend_schema(request=AlertRuleInputSerializer, responses={201: AlertRuleSerializer}, description=RULE_RULES)
+    @extend_schema(
+        request=AlertRuleInputSerializer,
+        responses={201: AlertRuleSerializer},
+        description=RULE_RULES,
+        examples=examples.ALERT_RULE_CREATE,
+    )
     def post(self, request):
         serializer = AlertRuleInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -145,7 +151,12 @@ class AlertRuleDetailApi(AuditedApi, APIView):
     def get(self, request, rule_id):
         return Response(AlertRuleSerializer(_rule_or_404(request, rule_id)).data)
 
-    @extend_schema(request=AlertRuleUpdateSerializer, responses=AlertRuleSerializer, description=RULE_RULES)
+    @extend_schema(
+        request=AlertRuleUpdateSerializer,
+        responses=AlertRuleSerializer,
+        description=RULE_RULES,
+        examples=examples.ALERT_RULE_UPDATE,
+    )
     def patch(self, request, rule_id):
         rule = _rule_or_404(request, rule_id)
         self.acting_on(_rule_target(rule))

@@ -33,6 +33,7 @@ from jobs.models import Job
 from jobs.selectors import job_get, job_list
 from tenants.models import Tenant
 from tenants.selectors import scope_of
+from web.api import examples
 from web.api.execution_serializers import ExecutionSerializer
 from web.api.job_fields import AwareDateTimeField, ScheduleField, TimezoneField
 from web.api.job_filters import JobFilter
@@ -105,6 +106,7 @@ class JobListCreateApi(AuditedApi, generics.ListAPIView):
     @extend_schema(
         request=JobInputSerializer,
         responses={201: JobOutputSerializer, 200: JobOutputSerializer},
+        examples=examples.JOB_CREATE,
         parameters=[
             OpenApiParameter(
                 "Idempotency-Key",
@@ -159,6 +161,7 @@ class JobBulkCreateApi(AuditedApi, APIView):
             200: JobBulkOutputSerializer,
             400: OpenApiResponse(BULK_ERROR_SCHEMA, description="Invalid items, each by index; nothing created."),
         },
+        examples=examples.JOB_BULK,
         parameters=[
             OpenApiParameter(
                 "Idempotency-Key",
@@ -260,11 +263,18 @@ class JobDetailApi(AuditedApi, APIView):
         return Response(JobDetailOutputSerializer(_job_or_404(request, job_id)).data)
 
     # PUT behaves as PATCH (see _update), so its schema marks every field optional too.
-    @extend_schema(request=JobUpdateSerializer(partial=True), responses=JobOutputSerializer, description=JOB_RULES)
+    @extend_schema(
+        request=JobUpdateSerializer(partial=True),
+        responses=JobOutputSerializer,
+        description=JOB_RULES,
+        examples=examples.JOB_UPDATE,
+    )
     def put(self, request, job_id):
         return self._update(request, job_id)
 
-    @extend_schema(request=JobUpdateSerializer, responses=JobOutputSerializer, description=JOB_RULES)
+    @extend_schema(
+        request=JobUpdateSerializer, responses=JobOutputSerializer, description=JOB_RULES, examples=examples.JOB_UPDATE
+    )
     def patch(self, request, job_id):
         return self._update(request, job_id)
 
