@@ -4,7 +4,7 @@ resume it. Each function is one transaction and states what it guarantees."""
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,13 +23,22 @@ from jobs.models import Job, JobType
 from jobs.rows import new_row
 from jobs.states import TERMINAL as JOB_TERMINAL
 from jobs.states import InvalidJobTransition, JobState
-from jobs.versions import version_one, versions_record
+from jobs.versions import version_number, version_one, versions_record
 from tenants.models import Tenant
-from tenants.services import submit_rate_check
+from tenants.services import SubmitRate, submit_rate_check
 
 
 class IdempotencyConflict(Exception):
     """The key was used before with another request body."""
+
+
+class StaleVersion(Exception):
+    """A change was asked of a job at a version (an If-Match) that it is no longer at."""
+
+    def __init__(self, job_id: Any, current: int, expected: Collection[int]) -> None:
+        asked = " or ".join(str(number) for number in sorted(expected)) or "another version"
+        super().__init__(f"job {job_id} is at version {current}; the change was asked of version {asked}")
+        self.current = current
 
 
 class InvalidItems(Exception):
@@ -42,9 +51,10 @@ class InvalidItems(Exception):
 
 
 class QuotaExceeded(Exception):
-    def __init__(self, reason: str, *, retry_after: int = 60) -> None:
+    def __init__(self, reason: str, *, retry_after: int = 60, rate: SubmitRate | None = None) -> None:
         super().__init__(reason)
         self.retry_after = retry_after  # seconds, for the 429's Retry-After
+        self.rate = rate  # the tenant's submit rate, when it has one and it was counted
 
 
 def request_fingerprint(data: dict[str, Any]) -> str:
@@ -92,6 +102,7 @@ def execution_create(*, job: Job, scheduled_for: datetime, now: datetime, origin
 class CreateResult:
     job: Job
     created: bool
+    rate: SubmitRate | None = None  # the tenant's submit rate after this create, when it has one
 
 
 def job_create(
@@ -132,9 +143,10 @@ def _job_create(
         existing = _job_by_key(tenant=tenant, key=idempotency_key, fingerprint=fingerprint)
         if existing:
             return CreateResult(existing, created=False)
-    if reason := submit_rate_check(tenant=tenant, now=now):
+    rate = submit_rate_check(tenant=tenant, now=now)
+    if rate is not None and rate.refused:
         # The rate's window is the minute: a retry after its end is counted afresh.
-        raise QuotaExceeded(reason, retry_after=60 - int(now.timestamp()) % 60)
+        raise QuotaExceeded(rate.refused, retry_after=rate.reset, rate=rate)
     try:
         # A savepoint only where a failure is caught and the transaction goes on (the key's race).
         with transaction.atomic(savepoint=bool(idempotency_key)):
@@ -144,7 +156,8 @@ def _job_create(
                 active = Job.objects.filter(tenant=tenant, state__in=[JobState.ACTIVE, JobState.PAUSED]).count()
                 if active >= tenant.max_active_jobs:
                     raise QuotaExceeded(
-                        f"tenant '{tenant.slug}' has reached its limit of {tenant.max_active_jobs} active jobs"
+                        f"tenant '{tenant.slug}' has reached its limit of {tenant.max_active_jobs} active jobs",
+                        rate=rate,
                     )
             job = new_row(
                 Job,
@@ -166,7 +179,7 @@ def _job_create(
         if existing is None:
             raise
         return CreateResult(existing, created=False)
-    return CreateResult(job, created=True)
+    return CreateResult(job, created=True, rate=rate)
 
 
 # A bulk request's size limit: the API refuses a longer list before anything is validated.
@@ -190,6 +203,7 @@ def bulk_item_key(key: str, index: int) -> str:
 class BulkCreateResult:
     jobs: list[Job]  # in the order of the items
     created: bool  # False: a replay of an earlier batch under the same key
+    rate: SubmitRate | None = None  # the tenant's submit rate after this batch, when it has one
 
 
 def jobs_create_bulk(
@@ -236,8 +250,9 @@ def _jobs_create_bulk(
     keys = [bulk_item_key(idempotency_key, index) for index in range(len(items))] if idempotency_key else []
     if keys and (existing := _batch_by_keys(tenant=tenant, keys=keys, fingerprint=fingerprint)):
         return BulkCreateResult(existing, created=False)
-    if reason := submit_rate_check(tenant=tenant, now=now, count=len(items)):
-        raise QuotaExceeded(reason, retry_after=60 - int(now.timestamp()) % 60)
+    rate = submit_rate_check(tenant=tenant, now=now, count=len(items))
+    if rate is not None and rate.refused:
+        raise QuotaExceeded(rate.refused, retry_after=rate.reset, rate=rate)
     try:
         with transaction.atomic():
             if tenant.max_active_jobs is not None:
@@ -250,7 +265,8 @@ def _jobs_create_bulk(
                 if active + len(items) > tenant.max_active_jobs:
                     raise QuotaExceeded(
                         f"tenant '{tenant.slug}' has {active} active jobs and a limit of {tenant.max_active_jobs};"
-                        f" a batch of {len(items)} would go over it"
+                        f" a batch of {len(items)} would go over it",
+                        rate=rate,
                     )
             jobs, invalid = [], []
             for index, fields in enumerate(items):
@@ -281,7 +297,7 @@ def _jobs_create_bulk(
         if not existing:
             raise
         return BulkCreateResult(existing, created=False)
-    return BulkCreateResult(jobs, created=True)
+    return BulkCreateResult(jobs, created=True, rate=rate)
 
 
 def _insert_new_jobs(*, jobs: Sequence[Job], now: datetime) -> None:
@@ -324,13 +340,36 @@ def _job_by_key(*, tenant: Tenant, key: str, fingerprint: str) -> Job | None:
 _TIMING_FIELDS = {"type", "run_at", "delay_sec", "schedule", "timezone", "every_sec", "start_at"}
 
 
+def _check_version(job: Job, versions: Collection[int] | None) -> None:
+    """Refuse (StaleVersion) unless the job is at one of `versions` (None: at any). The caller
+    holds the job's row lock, which every change of its definition takes (job_update): of two
+    writers asking for the same version, the second reads the first one's version once it has
+    committed, and is refused."""
+    if versions is None:
+        return
+    current = version_number(job=job)
+    if current not in versions:
+        raise StaleVersion(job.pk, current, versions)
+
+
+def _lock_at_version(job: Job, versions: Collection[int] | None) -> None:
+    """For a state change asked of a version: the job's row lock, and the version checked under it."""
+    if versions is not None:
+        Job.objects.select_for_update().filter(pk=job.pk).values_list("pk", flat=True).first()
+        _check_version(job, versions)
+
+
 @transaction.atomic
-def job_update(*, job: Job, fields: dict[str, Any], now: datetime, actor: str = "") -> Job:
+def job_update(
+    *, job: Job, fields: dict[str, Any], now: datetime, actor: str = "", if_version: Collection[int] | None = None
+) -> Job:
     """Change a job's definition. A change of timing re-times its pending scheduled fire; a
     change of pool or priority applies to executions not yet claimed. A change of the definition
     records its next version (jobs.versions), made by `actor`, in the same transaction; an
-    update that changes nothing records none."""
+    update that changes nothing records none. With `if_version`, only a job at one of those
+    versions is changed (StaleVersion otherwise), checked under the job's row lock."""
     job = Job.objects.select_for_update().get(pk=job.pk)
+    _check_version(job, if_version)
     if job.state in JOB_TERMINAL:
         # Nothing of a finished job will run again, so a new time would promise a phantom fire.
         raise InvalidJobTransition(job.id, job.state, "updated")
@@ -382,16 +421,21 @@ def _waiting_run(job: Job) -> Run | None:
     return None
 
 
-def job_pause(*, job: Job, now: datetime) -> Job:
-    """No execution of a paused job is claimed; the pending one waits for `resume`."""
+@transaction.atomic
+def job_pause(*, job: Job, now: datetime, if_version: Collection[int] | None = None) -> Job:
+    """No execution of a paused job is claimed; the pending one waits for `resume`. With
+    `if_version`, as job_update's."""
+    _lock_at_version(job, if_version)
     if not job_transitions.job_pause(job_id=job.pk, now=now):
         raise InvalidJobTransition(job.pk, _state_of(job), JobState.PAUSED)
     return Job.objects.get(pk=job.pk)
 
 
 @transaction.atomic
-def job_resume(*, job: Job, now: datetime) -> Job:
-    """A resumed cron job whose pending fire is long past runs it per its misfire policy."""
+def job_resume(*, job: Job, now: datetime, if_version: Collection[int] | None = None) -> Job:
+    """A resumed cron job whose pending fire is long past runs it per its misfire policy. With
+    `if_version`, as job_update's."""
+    _lock_at_version(job, if_version)
     if not job_transitions.job_resume(job_id=job.pk, now=now):
         raise InvalidJobTransition(job.pk, _state_of(job), JobState.ACTIVE)
     store().notify_due(now)
@@ -399,9 +443,11 @@ def job_resume(*, job: Job, now: datetime) -> Job:
 
 
 @transaction.atomic
-def job_cancel(*, job: Job, now: datetime) -> Job:
+def job_cancel(*, job: Job, now: datetime, if_version: Collection[int] | None = None) -> Job:
     """No future fires: the job is CANCELLED, and so is every execution of it not yet started
-    (pending or queued). Runs already started finish (cancel them one by one to stop them)."""
+    (pending or queued). Runs already started finish (cancel them one by one to stop them). With
+    `if_version`, as job_update's."""
+    _lock_at_version(job, if_version)
     if not job_transitions.job_cancel(job_id=job.pk, now=now):
         raise InvalidJobTransition(job.pk, _state_of(job), JobState.CANCELLED)
     unstarted_states = [ExecutionState.PENDING, ExecutionState.QUEUED]

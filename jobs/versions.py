@@ -198,5 +198,11 @@ def version_get(*, job: Job, number: int) -> JobVersion | None:
     return found
 
 
+def version_number(*, job: Job) -> int:
+    """The number of the version a job is at: its latest stored version's, or 1 while its row is
+    its only version (one indexed read of a number, not the definition)."""
+    return _stored(job).values_list("number", flat=True).first() or 1
+
+
 def version_latest(*, job: Job) -> JobVersion:
     return _stored(job).first() or version_one(job)

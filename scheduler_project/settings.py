@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from corsheaders.defaults import default_headers as cors_default_headers
 from django.core.exceptions import ImproperlyConfigured
 
 from scheduler_project.app_loading import extra_apps
@@ -195,7 +196,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "web.rest.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "web.schema.AutoSchema",
-    "EXCEPTION_HANDLER": "web.rest.exception_handler",
+    "EXCEPTION_HANDLER": "web.errors.exception_handler",
     "DATETIME_FORMAT": "iso-8601",
     "UNAUTHENTICATED_USER": None,
 }
@@ -422,6 +423,27 @@ MIDDLEWARE.insert(1, "web.middleware.ContentSecurityPolicyMiddleware")
 # OpenTelemetry (README, "Tracing"): first, so that its span holds the whole request; it drops
 # itself from the chain when no OTEL_* variable asks for traces.
 MIDDLEWARE.insert(0, "web.middleware.TracingMiddleware")
+# Next, so that every answer carries X-Request-Id and its CORS headers, errors and preflights too.
+MIDDLEWARE.insert(1, "corsheaders.middleware.CorsMiddleware")
+MIDDLEWARE.insert(1, "web.middleware.RequestIdMiddleware")
+
+# Browser clients on other origins (README, "CORS"): the API only, for the origins listed in
+# TICKWORK_CORS_ORIGINS ("https://ops.example.com,https://app.example.com"; none by default).
+# No credentials: the API's clients send a token, and a session's cookie stays same-origin.
+INSTALLED_APPS.append("corsheaders")
+CORS_ALLOWED_ORIGINS = _env_list("TICKWORK_CORS_ORIGINS", "")
+CORS_URLS_REGEX = r"^/v1/.*$"
+CORS_ALLOW_HEADERS = (*cors_default_headers, "idempotency-key", "if-match", "x-request-id")
+CORS_EXPOSE_HEADERS = [
+    "ETag",
+    "Location",
+    "X-Request-Id",
+    "Retry-After",
+    "RateLimit-Limit",
+    "RateLimit-Remaining",
+    "RateLimit-Reset",
+    "RateLimit-Policy",
+]
 
 # Failed logins (admin and dashboard) are throttled by django-axes: after TICKWORK_LOGIN_FAILURE_LIMIT
 # failures for one user name from one address, that pair is refused with 429 (and Retry-After) for

@@ -72,6 +72,12 @@ api = [
     path("docs", SpectacularSwaggerSplitView.as_view(url_name="schema", permission_classes=[]), name="docs"),
 ]
 
+# Under /v1/, what Django answers outside a view is JSON in the API's error shape (web/errors.py).
+handler400 = "web.errors.bad_request"
+handler403 = "web.errors.permission_denied"
+handler404 = "web.errors.not_found"
+handler500 = "web.errors.server_error"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("v1/", include(api)),

@@ -1,5 +1,7 @@
 import secrets
+from dataclasses import dataclass
 from datetime import datetime
+from typing import ClassVar
 
 from django.db import transaction
 
@@ -34,27 +36,49 @@ def token_create(*, tenant: Tenant, name: str = "") -> tuple[ApiToken, str]:
     return token, raw
 
 
-def submit_rate_check(*, tenant: Tenant, now, count: int = 1) -> str | None:
+# The submit rate's window: a fixed minute.
+SUBMIT_RATE_WINDOW_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class SubmitRate:
+    """Where a tenant stands in its submit rate's window after a check: what the RateLimit
+    headers say (draft-ietf-httpapi-ratelimit-headers), and why it was refused, if it was."""
+
+    limit: int  # submissions per window
+    remaining: int  # left in this window
+    reset: int  # seconds until the window ends and the count starts afresh
+    refused: str | None = None
+
+    window: ClassVar[int] = SUBMIT_RATE_WINDOW_SECONDS
+
+
+def submit_rate_check(*, tenant: Tenant, now: datetime, count: int = 1) -> SubmitRate | None:
     """Count `count` job submissions (a bulk request's jobs) against the tenant's per-minute
-    rate; the reason if they would go over it.
+    rate; None when the tenant has no rate, else where it stands (`refused` says why if they
+    would go over it).
 
     A fixed one-minute window in the cache (Redis in production, so every web process shares
     it). Being approximate at window edges is fine for a rate limit; being shared is not optional.
     A batch is counted whole or not at all: a refused batch of 1,000 gives its count back, so it
     does not use up the minute for the smaller requests that still fit.
     """
-    if tenant.submit_rate_per_minute is None:
+    limit = tenant.submit_rate_per_minute
+    if limit is None:
         return None
     from django.core.cache import cache
 
-    key = f"submit-rate:{tenant.pk}:{int(now.timestamp() // 60)}"
-    cache.add(key, 0, timeout=120)
+    window = SUBMIT_RATE_WINDOW_SECONDS
+    key = f"submit-rate:{tenant.pk}:{int(now.timestamp() // window)}"
+    reset = window - int(now.timestamp()) % window
+    cache.add(key, 0, timeout=2 * window)
     total = cache.incr(key, count)
-    if total > tenant.submit_rate_per_minute:
+    if total > limit:
         if count > 1:
-            cache.decr(key, count)
-        return f"tenant '{tenant.slug}' may submit {tenant.submit_rate_per_minute} jobs per minute; try again shortly"
-    return None
+            total = cache.decr(key, count)
+        refused = f"tenant '{tenant.slug}' may submit {limit} jobs per minute; try again shortly"
+        return SubmitRate(limit=limit, remaining=max(0, limit - total), reset=reset, refused=refused)
+    return SubmitRate(limit=limit, remaining=limit - total, reset=reset)
 
 
 def _new_inbound_secret() -> str:

@@ -9,8 +9,9 @@ and /metrics): its address, path and the token's prefix, if it had one of a toke
 A view opts in by naming the audited action of each unsafe method (`audit_actions`) and saying
 what it acted on (`acting_on`, once it has loaded the object). The row is one INSERT in the
 request's own transaction when the request succeeds, so there is no effect without its row; a
-refused or failed request is recorded after, with the answer's reason. The request id is sent
-back as `X-Request-Id` so a caller can find its row.
+refused or failed request is recorded after, with the answer's reason. The row is filed under
+the request's id, which every answer carries as `X-Request-Id` (web/middleware.py: the caller's
+own, if it sent a valid one), so a caller can find its row.
 
 Events posted to /v1/events (and inbound hooks) are not audited: they are data flowing in, one
 per occurrence of something outside, not an actor changing the scheduler; each is kept anyway.
@@ -31,12 +32,18 @@ from tenants.models import ApiToken
 from tenants.selectors import token_ever_issued
 from web.authentication import TokenPrincipal, actor_of
 
-__all__ = ["AuditedApi", "Target", "api_actor", "audit_failed_authentication"]
+__all__ = ["AuditedApi", "Target", "api_actor", "audit_failed_authentication", "request_uuid"]
 
 logger = logging.getLogger(__name__)
 
 # What each refused answer means in the log; any other 4xx is a refusal, a 5xx an error.
 _OUTCOME_OF_STATUS = {400: AuditOutcome.INVALID, 404: AuditOutcome.NOT_FOUND}
+
+
+def request_uuid(request) -> uuid.UUID:
+    """The id an API request's audit rows are filed under: its X-Request-Id (web/middleware.py)."""
+    given = getattr(request, "request_id", None)
+    return uuid.UUID(given) if given is not None else uuid.uuid4()
 
 
 def api_actor(request) -> Actor:
@@ -74,7 +81,7 @@ class AuditedApi:
         self._audit_target = None
         self._audit_detail = ""
         self._audit_skip = False
-        request_id = uuid.uuid4()
+        request_id = request_uuid(request)
         try:
             with contextlib.ExitStack() as after_commit:
                 with transaction.atomic():
@@ -95,7 +102,6 @@ class AuditedApi:
             if response.status_code >= 500:
                 outcome = AuditOutcome.ERROR
             self._record_safely(action, outcome, _reason(getattr(response, "data", None)), request_id, kwargs)
-        response["X-Request-Id"] = str(request_id)
         return response
 
     def _record(self, action: str, outcome: str, detail: str, request_id, kwargs: dict[str, Any]) -> None:
@@ -132,10 +138,17 @@ class AuditedApi:
 
 
 def _reason(data: Any) -> str:
+    """Why a request was refused, from its answer's body (web/errors.py): its detail, or each
+    invalid field's messages, which an invalid request's detail only sums up."""
     if data is None:
         return ""
-    if isinstance(data, dict) and set(data) == {"detail"}:
-        return str(data["detail"])
+    if isinstance(data, dict):
+        said = {name: value for name, value in data.items() if name != "code"}
+        if data.get("code") == "invalid" and set(said) != {"detail"}:
+            said.pop("detail", None)
+        if set(said) == {"detail"}:
+            return str(said["detail"])
+        data = said
     return "; ".join(error_lines(data))
 
 

@@ -1,18 +1,42 @@
-"""Django middleware of the web role: answers when the database is unavailable, and the
-Content-Security-Policy header."""
+"""Django middleware of the web role: the request id, answers when the database is unavailable,
+and the Content-Security-Policy header."""
+
+import re
+import uuid
 
 from django.conf import settings
 from django.core.exceptions import MiddlewareNotUsed
-from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
 
 from executions import tracing
+from web.errors import DATABASE_UNAVAILABLE, DATABASE_UNAVAILABLE_MESSAGE, error_body
 
-# The database cannot be reached, refuses more clients ("too many clients already"), or no pooled
-# connection came free in time (psycopg_pool's PoolTimeout, an OperationalError): a retry may
-# succeed, so these answer 503 with Retry-After, never 500.
-DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
-DATABASE_UNAVAILABLE_MESSAGE = "the database is unavailable or busy; try again shortly"
+# A request id a caller (or its proxy) may give: a UUID, with or without its hyphens, which is
+# what the audit log files a request under. Anything else is replaced, never echoed.
+_REQUEST_ID = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")
+
+
+def request_id_of(given: str | None) -> str:
+    """The id of a request: the one it came with (`X-Request-Id`) if valid, else a new one."""
+    if given is not None and _REQUEST_ID.fullmatch(given.strip()):
+        return given.strip()
+    return str(uuid.uuid4())
+
+
+class RequestIdMiddleware:
+    """Every response carries `X-Request-Id`: the request's own if it came with a valid one, or a
+    new one. The audit row of an API change is filed under it (web/audit.py), so a caller, or a
+    proxy that logs it, can find the row. First in the chain, so every answer has it: errors,
+    404s, CORS preflights. (A body refused before Django gets one in web/request_body.py.)"""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        request.request_id = request_id_of(request.headers.get("X-Request-Id"))
+        response = self.get_response(request)
+        response["X-Request-Id"] = request.request_id
+        return response
 
 
 class DatabaseUnavailableMiddleware:
@@ -31,7 +55,7 @@ class DatabaseUnavailableMiddleware:
         if "text/html" in request.headers.get("Accept", ""):
             response = HttpResponse(DATABASE_UNAVAILABLE_MESSAGE, status=503, content_type="text/plain")
         else:
-            response = JsonResponse({"detail": DATABASE_UNAVAILABLE_MESSAGE}, status=503)
+            response = JsonResponse(error_body(503, DATABASE_UNAVAILABLE_MESSAGE), status=503)
         response["Retry-After"] = str(settings.TICKWORK_DB_RETRY_AFTER_SECONDS)
         return response
 

@@ -15,8 +15,9 @@ Two places, because servers differ in when they call the application:
 - `WSGIRequestBodyLimit`, the same for the WSGI side (scheduler_project/wsgi.py under gunicorn),
   which also streams the body and decodes a chunked one without giving it a CONTENT_LENGTH.
 
-A refusal is 413 with a JSON body, before authentication: a client without a token cannot make
-the server store or parse a large body either.
+A refusal is 413 with a JSON body in the API's error shape (web/errors.py) and its
+`X-Request-Id` (the request's own if valid, as web/middleware.py keeps it), before
+authentication: a client without a token cannot make the server store or parse a large body either.
 """
 
 import io
@@ -24,6 +25,9 @@ import json
 
 from daphne import http_protocol
 from django.conf import settings
+
+from web.errors import error_body
+from web.middleware import request_id_of
 
 # After a refusal the client may still be sending; its bytes are read and dropped for a while, so
 # that closing the connection does not reset it before the client has read the 413.
@@ -35,7 +39,11 @@ def _limit() -> int:
 
 
 def _refusal(limit: int) -> bytes:
-    return json.dumps({"detail": f"request body is over the limit of {limit} bytes"}).encode()
+    detail = f"request body is over the limit of {limit} bytes (TICKWORK_MAX_REQUEST_BYTES)"
+    return json.dumps(error_body(413, detail)).encode()
+
+
+_LENGTH_NOT_A_NUMBER = json.dumps(error_body(400, "Content-Length is not a number")).encode()
 
 
 class BodyLimitedWebRequest(http_protocol.WebRequest):
@@ -75,11 +83,14 @@ class BodyLimitedWebRequest(http_protocol.WebRequest):
         # twisted answers `Expect: 100-continue` right after gotLength; the 413 is the answer.
         self.requestHeaders.removeHeader(b"expect")
         body = _refusal(_limit())
+        given = self.requestHeaders.getRawHeaders(b"x-request-id")
+        request_id = request_id_of(given[0].decode("latin-1") if given else None)
         transport = self.channel.transport
         transport.write(
             b"HTTP/1.1 413 Content Too Large\r\n"
             b"Content-Type: application/json\r\n"
             b"Content-Length: " + str(len(body)).encode() + b"\r\n"
+            b"X-Request-Id: " + request_id.encode() + b"\r\n"
             b"Connection: close\r\n\r\n" + body
         )
         # Half-close: the client reads the whole answer and the end of it, while what it still
@@ -113,9 +124,9 @@ class RequestBodyLimit:
         length = next((value for name, value in headers if name.lower() == b"content-length"), None)
         if length is not None:
             if not length.strip().isdigit():
-                return await _answer(send, 400, b'{"detail": "Content-Length is not a number"}')
+                return await _answer(scope, send, 400, _LENGTH_NOT_A_NUMBER)
             if int(length) > limit:
-                return await _answer(send, 413, _refusal(limit))
+                return await _answer(scope, send, 413, _refusal(limit))
             return await self.app(scope, receive, send)
         chunks, size = [], 0
         while True:
@@ -125,7 +136,7 @@ class RequestBodyLimit:
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             if size > limit:
-                return await _answer(send, 413, _refusal(limit))
+                return await _answer(scope, send, 413, _refusal(limit))
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
@@ -138,12 +149,18 @@ class RequestBodyLimit:
         return await self.app(scope, replay, send)
 
 
-async def _answer(send, status: int, body: bytes) -> None:
+async def _answer(scope, send, status: int, body: bytes) -> None:
+    given = next((value for name, value in scope["headers"] if name.lower() == b"x-request-id"), None)
+    request_id = request_id_of(given.decode("latin-1") if given is not None else None)
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"x-request-id", request_id.encode()),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": body})
@@ -161,21 +178,26 @@ class WSGIRequestBodyLimit:
         length = environ.get("CONTENT_LENGTH")
         if length:
             if not length.strip().isdigit():
-                return _wsgi_answer(start_response, "400 Bad Request", b'{"detail": "Content-Length is not a number"}')
+                return _wsgi_answer(environ, start_response, "400 Bad Request", _LENGTH_NOT_A_NUMBER)
             if int(length) > limit:
-                return _wsgi_answer(start_response, "413 Request Entity Too Large", _refusal(limit))
+                return _wsgi_answer(environ, start_response, "413 Request Entity Too Large", _refusal(limit))
             return self.app(environ, start_response)
         if "chunked" not in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
             return self.app(environ, start_response)
         body = environ["wsgi.input"].read(limit + 1)  # the server decodes the chunks, up to this many
         if len(body) > limit:
-            return _wsgi_answer(start_response, "413 Request Entity Too Large", _refusal(limit))
+            return _wsgi_answer(environ, start_response, "413 Request Entity Too Large", _refusal(limit))
         return self.app({**environ, "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body)}, start_response)
 
 
-def _wsgi_answer(start_response, status: str, body: bytes) -> list[bytes]:
+def _wsgi_answer(environ, start_response, status: str, body: bytes) -> list[bytes]:
     start_response(
         status,
-        [("Content-Type", "application/json"), ("Content-Length", str(len(body))), ("Connection", "close")],
+        [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body))),
+            ("X-Request-Id", request_id_of(environ.get("HTTP_X_REQUEST_ID"))),
+            ("Connection", "close"),
+        ],
     )
     return [body]

@@ -1,6 +1,7 @@
-"""REST plumbing shared by every app: body limit, pagination, error shape."""
+"""REST plumbing shared by every app: body limit, pagination (the error shape is web/errors.py)."""
 
-from collections.abc import Callable
+import difflib
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -9,12 +10,10 @@ from rest_framework import ISO_8601, exceptions, renderers, serializers, status
 from rest_framework.fields import is_simple_callable
 from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import BaseParser
-from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.utils import json
 
 from web import json_input
-from web.middleware import DATABASE_UNAVAILABLE, DATABASE_UNAVAILABLE_MESSAGE
 
 
 class PayloadTooLarge(exceptions.ParseError):
@@ -219,12 +218,38 @@ class GivenIfEmpty:
         return super().get_value(dictionary)  # type: ignore[misc]  # the field class's, after this mixin
 
 
+def refuse_unknown_parameters(request, known: Iterable[str]) -> None:
+    """A 400 naming each query parameter the list does not take (`?page_size=`, `?ordering=`, a
+    misspelt filter), which would otherwise be ignored without a word, and echoed into `next`."""
+    known = sorted(known)
+    unknown = sorted(set(request.query_params) - set(known))
+    if unknown:
+        raise exceptions.ValidationError({name: [_unknown_parameter(name, known)] for name in unknown})
+
+
+def _unknown_parameter(name: str, known: list[str]) -> str:
+    takes = f"this list takes {', '.join(known)}" if known else "this list takes no parameter"
+    near = difflib.get_close_matches(name, known, n=1)
+    return f"unknown parameter; did you mean {near[0]}? {takes}" if near else f"unknown parameter; {takes}"
+
+
 class Pagination(CursorPagination):
-    """Cursor pages: stable under inserts, and no COUNT(*) over millions of rows."""
+    """Cursor pages: stable under inserts, and no COUNT(*) over millions of rows. A page of a
+    list is always in the list's own order (newest first): there is no `ordering` to choose, and
+    a parameter the list does not know is refused (`refuse_unknown_parameters`)."""
 
     page_size_query_param = "pageSize"
     max_page_size = 500
     ordering = "-created_at"
+
+    def paginate_queryset(self, queryset, request, view=None):
+        refuse_unknown_parameters(request, self.parameters(view))
+        return super().paginate_queryset(queryset, request, view)
+
+    def parameters(self, view) -> set[str]:
+        """What the query of `view`'s list may hold: its page's parameters and its filters."""
+        filterset = getattr(view, "filterset_class", None)
+        return {self.cursor_query_param, self.page_size_query_param, *(filterset.base_filters if filterset else ())}
 
     def get_page_size(self, request):
         # Refused rather than quietly replaced by the default, as any other bad parameter is.
@@ -249,34 +274,3 @@ class ExecutionPagination(Pagination):
     """Executions, newest scheduled first."""
 
     ordering = "-scheduled_for"
-
-
-def exception_handler(exc, context):
-    # Imported here: DRF loads this module while the apps' API modules are being imported.
-    from rest_framework.views import exception_handler as drf_exception_handler
-
-    from executions.scheduling import IdempotencyConflict, QuotaExceeded
-    from executions.states import InvalidTransition
-    from jobs.states import InvalidJobTransition
-
-    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
-        from web.audit import audit_failed_authentication
-
-        audit_failed_authentication(context["request"], str(exc.detail))
-    if isinstance(exc, IdempotencyConflict):
-        return Response({"detail": str(exc), "field": "Idempotency-Key"}, status=status.HTTP_409_CONFLICT)
-    if isinstance(exc, InvalidJobTransition | InvalidTransition):
-        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-    if isinstance(exc, QuotaExceeded):
-        return Response(
-            {"detail": str(exc)},
-            status=status.HTTP_429_TOO_MANY_REQUESTS,
-            headers={"Retry-After": str(exc.retry_after)},
-        )
-    if isinstance(exc, DATABASE_UNAVAILABLE):
-        return Response(
-            {"detail": DATABASE_UNAVAILABLE_MESSAGE},
-            status=status.HTTP_503_SERVICE_UNAVAILABLE,
-            headers={"Retry-After": str(settings.TICKWORK_DB_RETRY_AFTER_SECONDS)},
-        )
-    return drf_exception_handler(exc, context)

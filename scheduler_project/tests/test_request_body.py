@@ -86,6 +86,23 @@ def test_defect4_oversized_content_length_refused_before_the_body_is_read(web_se
 
 
 @pytest.mark.parametrize("server", ["daphne", "gunicorn"])
+def test_a_refusal_before_django_has_the_error_shape_and_the_request_id(web_server, server):
+    """Issue 33: the 413 answered by the server before Django (daphne's request, the WSGI
+    middleware) is in the API's error shape and carries the caller's X-Request-Id."""
+    given = "5f0c5f43-8d2b-4f7e-9a51-0b6d1d4a2c10"
+    running = web_server(server, TICKWORK_MAX_REQUEST_BYTES="1048576")
+    with socket.create_connection(("127.0.0.1", running.port)) as sock:
+        sock.sendall(_head("/v1/jobs", f"Content-Length: {200 * 1024 * 1024}", f"X-Request-Id: {given}"))
+        status, headers, body = _read_response(sock, timeout=10)
+    assert status == 413
+    assert headers["x-request-id"] == given
+    assert json.loads(body) == {
+        "code": "payload_too_large",
+        "detail": "request body is over the limit of 1048576 bytes (TICKWORK_MAX_REQUEST_BYTES)",
+    }
+
+
+@pytest.mark.parametrize("server", ["daphne", "gunicorn"])
 def test_defect4_oversized_chunked_body_refused_once_past_the_limit(web_server, server):
     """A chunked body gets no further than the limit: streaming 200 MiB, the client hears 413 after
     about the limit's worth, and the connection is closed before the rest could be sent."""

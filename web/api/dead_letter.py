@@ -23,8 +23,8 @@ from executions.clock import db_now
 from executions.models import Execution
 from executions.services import execution_redrive
 from tenants.selectors import scope_of
-from web.audit import api_actor
-from web.rest import GivenIfEmpty
+from web.audit import api_actor, request_uuid
+from web.rest import GivenIfEmpty, refuse_unknown_parameters
 
 
 class ErrorGroupSerializer(serializers.Serializer):
@@ -95,6 +95,7 @@ class GroupActionQuerySerializer(serializers.Serializer):
 class DeadLetterGroupsApi(APIView):
     @extend_schema(responses=DeadLetterSerializer)
     def get(self, request):
+        refuse_unknown_parameters(request, ())  # one page: the newest groups
         found = dead_letter.dead_letter_groups(scope=scope_of(user=request.user))
         return Response(DeadLetterSerializer(found).data)
 
@@ -191,7 +192,7 @@ class DeadLetterGroupActionApi(APIView):
         # A new pass needs a group; a pass continued may find the rest of it gone, which is its end.
         if key is None or (resume is None and not dead_letter.group_executions(scope=scope, fingerprint=key).exists()):
             raise Http404("no such error group")
-        act, actor, request_id = _ACTIONS[self.action_name], api_actor(request), uuid.uuid4()
+        act, actor, request_id = _ACTIONS[self.action_name], api_actor(request), request_uuid(request)
         # Audited per execution, one request id for the request (as the dashboard's group actions).
         outcome = dead_letter.group_act(
             scope=scope, fingerprint=key, resume=resume, act=lambda batch: act(batch, actor, request_id)

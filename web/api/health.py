@@ -5,6 +5,7 @@ from rest_framework.views import APIView
 
 from alerts.selectors import any_rule_enabled
 from executions.clock import db_now
+from web.errors import error_body
 from web.health import check_broker, check_database, check_role, check_workers
 
 # What makes the scheduler unavailable (503), and what only degrades it (200, said).
@@ -36,4 +37,8 @@ class HealthApi(APIView):
         body.update({name: problem or "ok" for name, problem in problems.items()})
         unavailable = any(problems.get(name) for name in _VITAL)
         body["status"] = "unavailable" if unavailable else ("degraded" if any(problems.values()) else "ok")
+        if unavailable:
+            # An error as every other is (web/errors.py), with the checks beside it.
+            said = "; ".join(problems[name] or "" for name in _VITAL if problems.get(name))
+            body.update(error_body(503, f"the scheduler is unavailable: {said}"))
         return Response(body, status=503 if unavailable else 200)

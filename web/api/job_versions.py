@@ -22,7 +22,7 @@ from tenants.selectors import scope_of
 from web.api.job_serializers import JobOutputSerializer, JobUpdateSerializer
 from web.audit import AuditedApi, Target
 from web.authentication import actor_of
-from web.rest import Pagination
+from web.rest import Pagination, refuse_unknown_parameters
 
 
 @transaction.atomic
@@ -165,6 +165,7 @@ class JobVersionListApi(generics.ListAPIView):
         # page of one. Its parameters are checked as any page's are.
         paginator = self.paginator
         assert isinstance(paginator, VersionPagination)
+        refuse_unknown_parameters(request, paginator.parameters(self))
         paginator.get_page_size(request)
         paginator.decode_cursor(request)
         return Response({"next": None, "previous": None, "results": [self.get_serializer(version_one(job)).data]})

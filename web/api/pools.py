@@ -16,6 +16,7 @@ from pools.models import PoolPause
 from tenants.selectors import scope_of
 from web.audit import AuditedApi, Target
 from web.authentication import actor_of
+from web.rest import refuse_unknown_parameters
 
 
 class PoolSerializer(serializers.Serializer):
@@ -73,6 +74,7 @@ class PoolListApi(APIView):
 
     @extend_schema(responses=PoolListSerializer)
     def get(self, request):
+        refuse_unknown_parameters(request, ())  # every pool, on one page
         now = db_now()
         pools = pool_overviews(scope=scope_of(user=request.user), now=now)
         paused = paused_pools()

@@ -64,7 +64,8 @@ def test_defect3_unstorable_text_on_create_is_400_naming_the_field(api, member, 
 def test_defect3_an_unstorable_key_at_the_top_is_400_naming_it_escaped(api):
     response = post_raw(api, "/v1/jobs", json.dumps(once_body())[:-1] + ', "na\\u0000me": 1}')
     assert response.status_code == 400
-    assert list(response.json()) == ["na\\u0000me"]
+    assert list(response.json()) == ["na\\u0000me", "code", "detail"]
+    assert response.json()["code"] == "invalid"
     assert not Job.objects.exists()
 
 
@@ -84,7 +85,11 @@ def test_defect3_a_deeply_nested_payload_is_400_naming_payload(api):
     body = json.dumps(once_body())[:-1].replace('"payload": {}', '"payload": ' + nested(5000))
     response = post_raw(api, "/v1/jobs", body + "}")
     assert response.status_code == 400
-    assert response.json() == {"payload": [f"is nested deeper than {MAX_DEPTH} levels"]}
+    assert response.json() == {
+        "payload": [f"is nested deeper than {MAX_DEPTH} levels"],
+        "code": "invalid",
+        "detail": f"payload: is nested deeper than {MAX_DEPTH} levels",
+    }
     assert not Job.objects.exists()
 
 
@@ -188,8 +193,9 @@ def test_defect5_update_with_an_unknown_field_is_400_like_create(api, tenant, ma
     job = make_job(tenant, name="before")
     response = getattr(api, method)(f"/v1/jobs/{job.pk}", {"nmae": "after"}, format="json")
     assert response.status_code == 400
-    assert response.json() == {"nmae": ["unknown field"]}
-    assert api.post("/v1/jobs", once_body(nmae="x"), format="json").json() == {"nmae": ["unknown field"]}
+    unknown = {"nmae": ["unknown field"], "code": "invalid", "detail": "nmae: unknown field"}
+    assert response.json() == unknown
+    assert api.post("/v1/jobs", once_body(nmae="x"), format="json").json() == unknown
 
 
 # --- Defect 11: payloads are checked against their handler's declared shape ---------------------
@@ -212,7 +218,8 @@ def test_defect11_create_with_a_payload_that_does_not_fit_its_handler_is_400(api
     response = api.post("/v1/jobs", once_body(target=target, payload=payload), format="json")
     assert response.status_code == 400, response.content
     body = response.json()
-    assert list(body) == ["payload"]
+    assert list(body) == ["payload", "code", "detail"]
+    assert body["code"] == "invalid" and body["detail"].startswith("payload.")
     if errors is not None:
         assert body["payload"] == errors
     assert not Job.objects.exists()
@@ -237,7 +244,11 @@ def test_defect11_update_checks_the_payload_against_the_jobs_handler(api, tenant
     job = make_job(tenant, handler="sleep", payload={"seconds": 1})
     response = api.patch(f"/v1/jobs/{job.pk}", {"payload": {"seconds": "abc"}}, format="json")
     assert response.status_code == 400
-    assert response.json() == {"payload": {"seconds": ["A valid number is required."]}}
+    assert response.json() == {
+        "payload": {"seconds": ["A valid number is required."]},
+        "code": "invalid",
+        "detail": "payload.seconds: A valid number is required.",
+    }
     job.refresh_from_db()
     assert job.payload == {"seconds": 1}
 
@@ -246,7 +257,11 @@ def test_defect11_changing_the_handler_checks_the_kept_payload_against_the_new_o
     job = make_job(tenant, handler="noop", payload={})
     response = api.patch(f"/v1/jobs/{job.pk}", {"target": {"handler": "http"}}, format="json")
     assert response.status_code == 400
-    assert response.json() == {"payload": {"url": ["This field is required."]}}
+    assert response.json() == {
+        "payload": {"url": ["This field is required."]},
+        "code": "invalid",
+        "detail": "payload.url: This field is required.",
+    }
     job.refresh_from_db()
     assert job.handler == "noop"
 
@@ -263,7 +278,11 @@ def test_defect11_a_registered_handler_can_declare_its_payload(api, settings):
     try:
         target = {"handler": "test-invoice"}
         response = api.post("/v1/jobs", once_body(target=target, payload={}), format="json")
-        assert response.json() == {"payload": {"invoiceId": ["This field is required."]}}
+        assert response.json() == {
+            "payload": {"invoiceId": ["This field is required."]},
+            "code": "invalid",
+            "detail": "payload.invoiceId: This field is required.",
+        }
         response = api.post("/v1/jobs", once_body(target=target, payload={"invoiceId": 7}), format="json")
         assert response.status_code == 201
     finally:
@@ -320,7 +339,9 @@ def test_papercut_a_filter_with_an_invalid_choice_lists_the_valid_ones(api):
 def test_papercut_preview_with_a_bad_schedule_and_a_bad_timezone_reports_both(client):
     response = client.get("/v1/schedule/preview", {"schedule": "61 * * * *", "timezone": "Mars/Olympus"})
     assert response.status_code == 400
-    assert set(response.json()) == {"schedule", "timezone"}
+    assert set(response.json()) == {"schedule", "timezone", "code", "detail"}
+    assert response.json()["code"] == "invalid"
+    assert response.json()["detail"].endswith("(and 1 more)")
 
 
 def test_papercut_triggering_a_paused_job_says_to_resume_it(api, tenant, make_job):
@@ -328,7 +349,7 @@ def test_papercut_triggering_a_paused_job_says_to_resume_it(api, tenant, make_jo
     api.post(f"/v1/jobs/{job.pk}/pause")
     response = api.post(f"/v1/jobs/{job.pk}/trigger")
     assert response.status_code == 409
-    assert response.json() == {"detail": "the job is paused; resume it first"}
+    assert response.json() == {"detail": "the job is paused; resume it first", "code": "conflict"}
 
 
 def test_papercut_a_failed_re_drive_of_a_dead_run_logs_a_true_count(tenant, make_job, drive):

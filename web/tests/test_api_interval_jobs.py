@@ -64,7 +64,8 @@ def test_without_a_start_it_fires_at_once_and_is_anchored_there(api):
 def test_bad_interval_fields_are_a_400_naming_the_field(api, fields, errors):
     response = create(api, **fields)
     assert response.status_code == 400
-    assert response.json() == errors
+    ((name, (message,)),) = errors.items()
+    assert response.json() == {**errors, "code": "invalid", "detail": f"{name}: {message}"}
 
 
 def test_start_at_is_for_recurring_jobs_only(api):
@@ -76,7 +77,11 @@ def test_start_at_is_for_recurring_jobs_only(api):
         "target": {"handler": "noop"},
     }
     response = api.post("/v1/jobs", body, format="json")
-    assert response.json() == {"startAt": ["is only used by CRON and INTERVAL jobs, not DELAYED"]}
+    assert response.json() == {
+        "startAt": ["is only used by CRON and INTERVAL jobs, not DELAYED"],
+        "code": "invalid",
+        "detail": "startAt: is only used by CRON and INTERVAL jobs, not DELAYED",
+    }
 
 
 def test_a_cron_job_with_a_start_fires_first_after_it(api):
@@ -164,4 +169,5 @@ def test_the_preview_takes_every_sec(client):
 def test_a_bad_preview_is_a_400_naming_the_field(client, query, errors):
     response = client.get("/v1/schedule/preview", query)
     assert response.status_code == 400
-    assert response.json() == errors
+    ((name, (message,)),) = errors.items()
+    assert response.json() == {**errors, "code": "invalid", "detail": f"{name}: {message}"}

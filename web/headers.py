@@ -1,0 +1,58 @@
+"""The API's HTTP conventions that live in headers (README, "HTTP conventions"): a job's `ETag`
+and `If-Match`, and the `RateLimit-*` headers of a tenant's submit rate. (`X-Request-Id` is
+web/middleware.py's, for every response.)
+
+A job's ETag is the version its definition is at (jobs.versions), quoted: `"3"`. It changes when
+the definition does (PUT, PATCH, a restore), which is what two editors of one job must not
+overwrite in each other's back; a pause or resume changes the job's state, not its definition,
+and keeps it. A request's `If-Match` names the versions it was made for, checked under the job's
+row lock by the service (executions.scheduling.StaleVersion: 412).
+"""
+
+import re
+from collections.abc import Mapping
+
+from tenants.services import SubmitRate
+
+# An entity tag as If-Match lists it (RFC 9110 8.8.3): `"3"`, or a weak `W/"3"`, which under
+# If-Match's strong comparison never matches; commas may separate several.
+_ENTITY_TAG = re.compile(r'\s*(W/)?"([^"]*)"\s*(?:,|$)')
+
+
+def etag(version: int) -> str:
+    return f'"{version}"'
+
+
+def if_match(headers: Mapping[str, str]) -> frozenset[int] | None:
+    """The versions a request's If-Match accepts: None without one, or with `*` (any current
+    version: the job exists, or it would be a 404). Otherwise a set, maybe empty: a weak tag, or a
+    tag that is not a version's number, matches no version, and neither does a malformed header."""
+    raw = headers.get("If-Match")
+    if raw is None:
+        return None
+    if raw.strip() == "*":
+        return None
+    versions: set[int] = set()
+    position = 0
+    while position < len(raw):
+        found = _ENTITY_TAG.match(raw, position)
+        if found is None or found.end() == position:
+            return frozenset()  # malformed: nothing in it can be trusted to match
+        weak, opaque = found.groups()
+        if not weak and opaque.isdigit() and len(opaque) < 19:
+            versions.add(int(opaque))
+        position = found.end()
+    return frozenset(versions)
+
+
+def rate_limit_headers(rate: SubmitRate | None) -> dict[str, str]:
+    """Where the tenant stands in its submit rate (draft-ietf-httpapi-ratelimit-headers): the
+    limit, what is left of it, and the seconds until the window starts afresh; none without a rate."""
+    if rate is None:
+        return {}
+    return {
+        "RateLimit-Limit": str(rate.limit),
+        "RateLimit-Remaining": str(rate.remaining),
+        "RateLimit-Reset": str(rate.reset),
+        "RateLimit-Policy": f"{rate.limit};w={rate.window}",
+    }
