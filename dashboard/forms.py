@@ -12,6 +12,7 @@ from django.http import QueryDict
 from jobs.models import RECURRING_TYPES, Job, JobType, Priority
 from web import json_input
 from web.api.job_serializers import JobInputSerializer, JobUpdateSerializer
+from web.handler_catalog import handler_catalog
 
 # The form's fields, in the API's names where it has a flat one.
 TIMING_FIELD: dict[str, str] = {
@@ -55,6 +56,36 @@ class JobForm:
 
     def error_summary(self) -> str:
         return "; ".join(f"{name}: {' '.join(messages)}" for name, messages in sorted(self.errors.items()))
+
+
+@dataclass(frozen=True)
+class HandlerOption:
+    """A handler in the form's choice, as GET /v1/handlers describes it (web/handler_catalog.py)."""
+
+    name: str
+    pool: str
+    description: str
+    payload: str  # its payload's fields, the required ones marked: "url (required), method, …"
+
+
+def handler_options(chosen: str) -> list[HandlerOption]:
+    """The handlers the form offers, by name; a job's handler that this server does not run (an
+    app since removed) is offered too, said so, rather than silently replaced by the first."""
+    options = [
+        HandlerOption(name=h.name, pool=h.pool, description=h.description, payload=_payload_fields(h.payload_schema))
+        for h in handler_catalog()
+    ]
+    if chosen and chosen not in {option.name for option in options}:
+        options.append(HandlerOption(name=chosen, pool="", description="Not a handler this server runs.", payload=""))
+    return options
+
+
+def _payload_fields(schema: dict[str, Any]) -> str:
+    properties = schema.get("properties")
+    if not properties:
+        return "any JSON object"
+    required = set(schema.get("required", ()))
+    return ", ".join(f"{name} (required)" if name in required else name for name in properties)
 
 
 def _utc_iso(value) -> str:

@@ -236,7 +236,7 @@ def _form_context(request: ScopedRequest, form: forms.JobForm, **extra) -> dict:
         "values": form.values,
         "errors": form.errors,
         "job_types": JobType.values,
-        "handlers": registry.handler_names(),
+        "handlers": forms.handler_options(form.values.get("handler", "")),
         "pools": registry.pools(),
         "backoffs": BackoffChoice.values,
         "priorities": Priority.names,

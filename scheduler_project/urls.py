@@ -9,6 +9,7 @@ from web.api.dead_letter import DeadLetterGroupDiscardApi, DeadLetterGroupRetryA
 from web.api.events import EventDetailApi, EventListCreateApi
 from web.api.execution_logs import ExecutionLogsApi
 from web.api.executions import ExecutionCancelApi, ExecutionDetailApi, ExecutionListApi, ExecutionRetryApi
+from web.api.handlers import HandlerListApi
 from web.api.health import HealthApi
 from web.api.hooks import HookApi
 from web.api.index import ApiIndexApi
@@ -46,6 +47,7 @@ api = [
     path("executions/<str:execution_id>/logs", ExecutionLogsApi.as_view(), name="execution-logs"),
     path("runs/<str:run_id>", RunDetailApi.as_view(), name="run-detail"),
     path("runs/<str:run_id>/cancel", RunCancelApi.as_view(), name="run-cancel"),
+    path("handlers", HandlerListApi.as_view(), name="handler-list"),
     path("pools", PoolListApi.as_view(), name="pool-list"),
     path("pools/<str:pool>/pause", PoolPauseApi.as_view(), name="pool-pause"),
     path("pools/<str:pool>/resume", PoolResumeApi.as_view(), name="pool-resume"),

@@ -25,6 +25,7 @@ ENDPOINTS = [
     ("deadLetterGroups", "dead-letter/groups", "DEAD executions grouped by error fingerprint, newest first"),
     ("deadLetterGroupRetry", "dead-letter/groups/{fingerprint}/retry", "POST: re-drive a whole error group"),
     ("deadLetterGroupDiscard", "dead-letter/groups/{fingerprint}/discard", "POST: discard a whole error group"),
+    ("handlers", "handlers", "the handlers this server runs: pool, description, payload as JSON Schema"),
     ("pools", "pools", "per pool: workers, slots, busy, admitted, due backlog, paused (the autoscaling signal)"),
     ("poolPause", "pools/{pool}/pause", "POST (staff): admit nothing of the pool until it is resumed"),
     ("poolResume", "pools/{pool}/resume", "POST (staff): admit the pool's due work again"),

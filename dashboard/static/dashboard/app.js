@@ -219,6 +219,19 @@
       });
     }
     if (typeInput) { typeInput.addEventListener("change", showFor); showFor(); }
+    // The chosen handler's pool, description and payload fields (GET /v1/handlers, rendered in).
+    var handler = form.querySelector("[data-handler-select]");
+    var about = form.querySelector("[data-handler-about]");
+    var defaultPool = form.querySelector("[data-handler-pool]");
+    function describeHandler() {
+      var option = handler.options[handler.selectedIndex];
+      if (!option) return;
+      var payload = option.getAttribute("data-payload");
+      if (about) about.textContent = option.getAttribute("data-description") + (payload ? " Payload: " + payload + "." : "");
+      var pool = option.getAttribute("data-pool");
+      if (defaultPool) defaultPool.textContent = "Handler's default" + (pool ? " (" + pool + ")" : "");
+    }
+    if (handler) handler.addEventListener("change", describeHandler);
     var schedule = form.querySelector("[data-schedule-input]");
     var zone = form.querySelector("[data-timezone-input]");
     var every = form.querySelector("[data-every-input]");
