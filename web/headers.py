@@ -1,6 +1,6 @@
 """The API's HTTP conventions that live in headers (README, "HTTP conventions"): a job's `ETag`
-and `If-Match`, and the `RateLimit-*` headers of a tenant's submit rate. (`X-Request-Id` is
-web/middleware.py's, for every response.)
+and `If-Match`, the `RateLimit-*` headers of a tenant's submit rate, and `Location` on a 201.
+(`X-Request-Id` is web/middleware.py's, for every response.)
 
 A job's ETag is the version its definition is at (jobs.versions), quoted: `"3"`. It changes when
 the definition does (PUT, PATCH, a restore), which is what two editors of one job must not
@@ -11,6 +11,9 @@ row lock by the service (executions.scheduling.StaleVersion: 412).
 
 import re
 from collections.abc import Mapping
+from typing import Any
+
+from django.urls import reverse
 
 from tenants.services import SubmitRate
 
@@ -56,3 +59,8 @@ def rate_limit_headers(rate: SubmitRate | None) -> dict[str, str]:
         "RateLimit-Reset": str(rate.reset),
         "RateLimit-Policy": f"{rate.limit};w={rate.window}",
     }
+
+
+def location(request: Any, view_name: str, **kwargs: Any) -> str:
+    """The absolute URL of what a 201 created, written as the lists' `next` links are."""
+    return request.build_absolute_uri(reverse(view_name, kwargs=kwargs))

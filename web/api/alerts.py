@@ -28,6 +28,7 @@ from web.api.alert_serializers import (
 )
 from web.audit import AuditedApi, Target
 from web.authentication import actor_of, tenant_to_write_in
+from web.headers import location
 from web.rest import Pagination
 
 RULE_RULES = """Rules between fields, checked with the schema's:
@@ -140,7 +141,8 @@ class AlertRuleListCreateApi(AuditedApi, generics.ListAPIView):
         fields = _model_fields(data, tenant=tenant, current=None)
         rule = rule_create(tenant=tenant, fields=fields, actor=actor_of(request))
         self.acting_on(_rule_target(rule), f"{rule.kind} rule")
-        return Response(AlertRuleSerializer(rule).data, status=status.HTTP_201_CREATED)
+        headers = {"Location": location(request, "alert-rule-detail", rule_id=rule.pk)}
+        return Response(AlertRuleSerializer(rule).data, status=status.HTTP_201_CREATED, headers=headers)
 
 
 class AlertRuleDetailApi(AuditedApi, APIView):

@@ -31,6 +31,7 @@ from executions.selectors import execution_list, job_resume_preview
 from jobs import cron, recurrence
 from jobs.models import Job
 from jobs.selectors import job_get, job_list
+from jobs.versions import version_number
 from tenants.models import Tenant
 from tenants.selectors import scope_of
 from web.api import examples
@@ -53,6 +54,8 @@ from web.api.job_serializers import (
 from web.api.resume_serializers import ResumePreviewSerializer, ResumeQuerySerializer
 from web.audit import AuditedApi, Target
 from web.authentication import actor_of, tenant_to_write_in
+from web.errors import error_body, field_errors_body
+from web.headers import etag, if_match, location, rate_limit_headers
 from web.json_input import field_errors
 from web.rest import BulkJSONParser, ExecutionPagination, representer
 
@@ -81,6 +84,12 @@ def represent_job(job: Job) -> dict[str, Any]:
     """A job as JobOutputSerializer renders it, with its plan made once per process (a create's
     answer: DRF's own path copied and bound the serializer's fields for every request)."""
     return _job_representer()(job)
+
+
+def _tagged(response: Response, job: Job) -> Response:
+    """The answer with the job's ETag: the version its definition is at (web/headers.py)."""
+    response["ETag"] = etag(version_number(job=job))
+    return response
 
 
 def _job_or_404(request, job_id) -> Job:
@@ -140,7 +149,10 @@ class JobListCreateApi(AuditedApi, generics.ListAPIView):
             f"{job.type} {job.handler} in {job.pool}" if result.created else "the same key and body: the first job",
         )
         (job,) = attach_last_runs([job], new=result.created)
-        return Response(represent_job(job), status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
+        if not result.created:
+            return Response(represent_job(job), status=status.HTTP_200_OK)
+        headers = {"Location": location(request, "job-detail", job_id=job.pk), **rate_limit_headers(result.rate)}
+        return Response(represent_job(job), status=status.HTTP_201_CREATED, headers=headers)
 
 
 # The longest key a batch may use: its jobs store `<key>#<index>` in the 255-character column.
@@ -183,8 +195,7 @@ class JobBulkCreateApi(AuditedApi, APIView):
         items = bulk_items(request.data)
         tenant, fields, errors = _validate_bulk(request, items)
         if errors:
-            # A Response, not a ValidationError: that would make each `index` a string.
-            return Response({"errors": errors}, status=status.HTTP_400_BAD_REQUEST)
+            return _invalid_items(errors, len(items))
         assert tenant is not None  # at least one item, and each one valid
         try:
             result = jobs_create_bulk(
@@ -196,16 +207,26 @@ class JobBulkCreateApi(AuditedApi, APIView):
                 actor=actor_of(request),
             )
         except InvalidItems as exc:
-            errors = [{"index": index, field: [message]} for index, field, message in exc.errors]
-            return Response({"errors": errors}, status=status.HTTP_400_BAD_REQUEST)
+            return _invalid_items([{"index": i, field: [message]} for i, field, message in exc.errors], len(items))
         self.acting_on(
             Target(type="job", label=f"{len(result.jobs)} jobs", tenant_id=tenant.pk),
             _batch_detail(result.jobs, created=result.created),
         )
-        return Response(
-            {"jobs": [represent_job(job) for job in attach_last_runs(list(result.jobs), new=result.created)]},
-            status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
-        )
+        body = {"jobs": [represent_job(job) for job in attach_last_runs(list(result.jobs), new=result.created)]}
+        if not result.created:
+            return Response(body, status=status.HTTP_200_OK)
+        # A batch is no one resource: its Location is the list its jobs joined, newest first.
+        headers = {"Location": location(request, "job-list"), **rate_limit_headers(result.rate)}
+        return Response(body, status=status.HTTP_201_CREATED, headers=headers)
+
+
+def _invalid_items(errors: list[dict[str, Any]], total: int) -> Response:
+    """A batch's 400: each invalid item by its index, in the API's error shape (web/errors.py). A
+    Response, not a ValidationError: that would make each `index` a string."""
+    first = errors[0]
+    said = field_errors_body({name: value for name, value in first.items() if name != "index"})["detail"]
+    detail = f"{len(errors)} of the {total} jobs are invalid and none was created; job {first['index']}: {said}"
+    return Response(error_body(400, detail, errors=errors), status=status.HTTP_400_BAD_REQUEST)
 
 
 def _batch_detail(jobs: list[Job], *, created: bool) -> str:
@@ -260,7 +281,8 @@ class JobDetailApi(AuditedApi, APIView):
 
     @extend_schema(responses=JobDetailOutputSerializer)
     def get(self, request, job_id):
-        return Response(JobDetailOutputSerializer(_job_or_404(request, job_id)).data)
+        job = _job_or_404(request, job_id)
+        return _tagged(Response(JobDetailOutputSerializer(job).data), job)
 
     # PUT behaves as PATCH (see _update), so its schema marks every field optional too.
     @extend_schema(
@@ -287,15 +309,17 @@ class JobDetailApi(AuditedApi, APIView):
         serializer.is_valid(raise_exception=True)
         fields = serializer.to_model_fields()
         fields.pop("type", None)
-        job = job_update(job=job, fields=fields, now=db_now(), actor=actor_of(request))
+        job = job_update(
+            job=job, fields=fields, now=db_now(), actor=actor_of(request), if_version=if_match(request.headers)
+        )
         self.acting_on(Target.of_job(job), "changed " + ", ".join(sorted(fields)))
-        return Response(JobOutputSerializer(job).data)
+        return _tagged(Response(JobOutputSerializer(job).data), job)
 
     @extend_schema(responses={200: JobOutputSerializer})
     def delete(self, request, job_id):
         job = _job_or_404(request, job_id)
         self.acting_on(Target.of_job(job))
-        job = job_cancel(job=job, now=db_now())
+        job = job_cancel(job=job, now=db_now(), if_version=if_match(request.headers))
         return Response(JobOutputSerializer(job).data)
 
 
@@ -306,8 +330,8 @@ class JobPauseApi(AuditedApi, APIView):
     def post(self, request, job_id):
         job = _job_or_404(request, job_id)
         self.acting_on(Target.of_job(job))
-        job = job_pause(job=job, now=db_now())
-        return Response(JobOutputSerializer(job).data)
+        job = job_pause(job=job, now=db_now(), if_version=if_match(request.headers))
+        return _tagged(Response(JobOutputSerializer(job).data), job)
 
 
 class JobResumeApi(AuditedApi, APIView):
@@ -333,8 +357,8 @@ class JobResumeApi(AuditedApi, APIView):
             return Response(ResumePreviewSerializer(preview).data)
         job = _job_or_404(request, job_id)
         self.acting_on(Target.of_job(job))
-        job = job_resume(job=job, now=db_now())
-        return Response(JobOutputSerializer(job).data)
+        job = job_resume(job=job, now=db_now(), if_version=if_match(request.headers))
+        return _tagged(Response(JobOutputSerializer(job).data), job)
 
 
 class JobTriggerApi(AuditedApi, APIView):

@@ -63,8 +63,13 @@ def _rate_limited(api, tenant):
     return api.post("/v1/jobs", JOB, format="json")
 
 
-# Each status the API answers with an error, provoked as a client would (the 412 is with the
-# If-Match tests, test_api_http_conventions.py; the 413 of the body limit below).
+def _stale_if_match(api):
+    job_id = api.post("/v1/jobs", JOB, format="json").json()["jobId"]
+    return api.patch(f"/v1/jobs/{job_id}", {"name": "x"}, format="json", HTTP_IF_MATCH='"2"')
+
+
+# Each status the API answers with an error, provoked as a client would (the 413 of the body
+# limit below, before Django).
 PROVOKED = {
     "400 invalid field": (400, "invalid", lambda api, **_: api.post("/v1/jobs", {**JOB, "nmae": 1}, format="json")),
     "400 malformed JSON": (
@@ -87,6 +92,7 @@ PROVOKED = {
     "405": (405, "method_not_allowed", lambda api, **_: api.delete("/v1/jobs")),
     "406": (406, "not_acceptable", lambda api, **_: api.get("/v1/jobs", HTTP_ACCEPT="application/xml")),
     "409": (409, "conflict", lambda api, **_: api.post(f"/v1/jobs/{_paused_job(api)}/trigger")),
+    "412": (412, "precondition_failed", lambda api, **_: _stale_if_match(api)),
     "415": (
         415,
         "unsupported_media_type",
@@ -181,6 +187,17 @@ def test_the_body_limit_s_refusals_have_the_shape_and_the_request_id(settings):
         "detail": "request body is over the limit of 100 bytes (TICKWORK_MAX_REQUEST_BYTES)",
     }
     assert answered["headers"]["X-Request-Id"] != "not an id"  # an invalid id is replaced, not echoed
+
+
+def test_a_bulk_error_keeps_its_per_index_list(api):
+    """Invalid items of a bulk request are still listed by index, with the code and a detail."""
+    response = api.post("/v1/jobs/bulk", {"jobs": [JOB, {**JOB, "nmae": 1}]}, format="json")
+    body = _assert_shaped(response, 400, "invalid")
+    assert body == {
+        "errors": [{"index": 1, "nmae": ["unknown field"]}],
+        "code": "invalid",
+        "detail": "1 of the 2 jobs are invalid and none was created; job 1: nmae: unknown field",
+    }
 
 
 def test_the_audit_row_of_a_refusal_still_names_its_fields(api):

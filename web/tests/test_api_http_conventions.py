@@ -8,6 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from audit.models import AuditEntry
+from jobs.models import Job
 
 pytestmark = pytest.mark.django_db
 
@@ -206,3 +207,146 @@ def test_the_allow_list_is_read_from_the_environment():
 
     assert origins(TICKWORK_CORS_ORIGINS=f"{ALLOWED}, https://app.example.com") == [ALLOWED, "https://app.example.com"]
     assert origins() == []
+
+
+# --- Location ---------------------------------------------------------------------------------------
+
+
+def test_every_201_says_where_its_object_is(api):
+    """A 201 had no Location."""
+    created = api.post("/v1/jobs", JOB, format="json")
+    assert created.status_code == 201
+    assert created["Location"] == f"http://testserver/v1/jobs/{created.json()['jobId']}"
+    assert api.get(created["Location"]).json()["jobId"] == created.json()["jobId"]
+
+    from web.api.examples import ALERT_RULE_CREATE
+
+    made = api.post("/v1/alerts/rules", ALERT_RULE_CREATE[0].value, format="json")
+    assert made.status_code == 201, made.content
+    assert made["Location"] == f"http://testserver/v1/alerts/rules/{made.json()['ruleId']}"
+    assert api.get(made["Location"]).status_code == 200
+
+    # A batch is no one object: its Location is the list its jobs joined.
+    batch = api.post("/v1/jobs/bulk", {"jobs": [JOB, JOB]}, format="json")
+    assert batch.status_code == 201 and batch["Location"] == "http://testserver/v1/jobs"
+
+
+def test_a_replayed_create_is_a_200_without_location(api):
+    api.post("/v1/jobs", JOB, format="json", HTTP_IDEMPOTENCY_KEY="k")
+    again = api.post("/v1/jobs", JOB, format="json", HTTP_IDEMPOTENCY_KEY="k")
+    assert again.status_code == 200 and "Location" not in again
+
+
+# --- RateLimit headers on creates -------------------------------------------------------------------
+
+
+def test_each_create_says_what_is_left_of_the_submit_rate(api, tenant):
+    tenant.submit_rate_per_minute = 5
+    tenant.save()
+    first = api.post("/v1/jobs", JOB, format="json")
+    assert (first["RateLimit-Limit"], first["RateLimit-Remaining"], first["RateLimit-Policy"]) == ("5", "4", "5;w=60")
+    assert 1 <= int(first["RateLimit-Reset"]) <= 60
+    batch = api.post("/v1/jobs/bulk", {"jobs": [JOB, JOB, JOB]}, format="json")
+    assert batch.status_code == 201 and batch["RateLimit-Remaining"] == "1"
+    assert api.post("/v1/jobs", JOB, format="json")["RateLimit-Remaining"] == "0"
+    refused = api.post("/v1/jobs", JOB, format="json")
+    assert refused.status_code == 429 and refused["RateLimit-Remaining"] == "0"
+
+
+# --- ETag and If-Match ------------------------------------------------------------------------------
+
+
+def test_a_job_carries_its_version_as_its_etag(api, tenant, make_job):
+    job = make_job(tenant)
+    assert api.get(f"/v1/jobs/{job.pk}")["ETag"] == '"1"'
+    changed = api.patch(f"/v1/jobs/{job.pk}", {"name": "renamed"}, format="json")
+    assert changed["ETag"] == '"2"'
+    assert api.put(f"/v1/jobs/{job.pk}", {"timeoutSec": 60}, format="json")["ETag"] == '"3"'
+    assert api.get(f"/v1/jobs/{job.pk}")["ETag"] == '"3"'
+    # A pause or resume changes the job's state, not its definition: the version stays.
+    assert api.post(f"/v1/jobs/{job.pk}/pause")["ETag"] == '"3"'
+    assert api.post(f"/v1/jobs/{job.pk}/resume")["ETag"] == '"3"'
+    assert "ETag" not in api.post(f"/v1/jobs/{job.pk}/resume", QUERY_STRING="dryRun=true")  # a preview, not the job
+
+
+def test_a_stale_if_match_from_a_second_writer_is_a_412(api, tenant, make_job):
+    """Two operators read version 1; the first one's change wins, the second one's is refused
+    (it overwrote the first in silence, although the job has versions)."""
+    job = make_job(tenant, name="nightly")
+    tag = api.get(f"/v1/jobs/{job.pk}")["ETag"]
+    first = api.patch(f"/v1/jobs/{job.pk}", {"name": "first"}, format="json", HTTP_IF_MATCH=tag)
+    assert first.status_code == 200
+
+    second = api.patch(f"/v1/jobs/{job.pk}", {"name": "second"}, format="json", HTTP_IF_MATCH=tag)
+    assert second.status_code == 412
+    assert second.json() == {
+        "code": "precondition_failed",
+        "detail": f"job {job.pk} is at version 2; the change was asked of version 1: "
+        'read the job again (its ETag is now "2") and make the change on it',
+    }
+    assert second["ETag"] == '"2"'
+    assert api.get(f"/v1/jobs/{job.pk}").json()["name"] == "first"
+    outcomes = AuditEntry.objects.filter(action="job.update").order_by("at").values_list("outcome", flat=True)
+    assert list(outcomes) == ["OK", "REFUSED"]
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        pytest.param(
+            lambda api, path, tag: api.put(path, {"name": "x"}, format="json", HTTP_IF_MATCH=tag), 200, id="PUT"
+        ),
+        pytest.param(lambda api, path, tag: api.delete(path, HTTP_IF_MATCH=tag), 200, id="DELETE"),
+        pytest.param(lambda api, path, tag: api.post(f"{path}/pause", HTTP_IF_MATCH=tag), 200, id="pause"),
+    ],
+)
+def test_put_delete_and_pause_honour_if_match(api, tenant, make_job, call, expected):
+    job = make_job(tenant)
+    path = f"/v1/jobs/{job.pk}"
+    for stale in ('"7"', 'W/"1"', '"abc"', "1", ""):
+        assert call(api, path, stale).status_code == 412, stale
+    assert Job.objects.get(pk=job.pk).state == "ACTIVE" and Job.objects.get(pk=job.pk).name == job.name
+    assert call(api, path, '"9", "1"').status_code == expected  # any of the tags listed
+
+
+def test_resume_honours_if_match_and_star_or_no_header_means_any_version(api, tenant, make_job):
+    job = make_job(tenant)
+    path = f"/v1/jobs/{job.pk}"
+    api.post(f"{path}/pause")
+    assert api.post(f"{path}/resume", HTTP_IF_MATCH='"2"').status_code == 412
+    assert api.post(f"{path}/resume", HTTP_IF_MATCH="*").status_code == 200
+    api.post(f"{path}/pause")
+    assert api.post(f"{path}/resume").status_code == 200
+
+
+def test_two_writers_with_the_same_etag_at_once_one_wins(transactional_db, tenant, make_job):
+    """Under the job's row lock: eight PATCHes with If-Match "1" at once, through the API, each on
+    its own connection: one is 200, the seven others 412, and the job has version 2."""
+    import threading
+
+    from django.db import connection
+
+    from tenants.services import token_create
+
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks and concurrent connections: PostgreSQL (DATABASE_URL)")
+    job = make_job(tenant)
+    _, raw = token_create(tenant=tenant)
+    barrier = threading.Barrier(8)
+    statuses: list[int] = []
+
+    def writer(index: int) -> None:
+        client = APIClient(HTTP_AUTHORIZATION=f"Bearer {raw}")
+        try:
+            barrier.wait(timeout=30)
+            response = client.patch(f"/v1/jobs/{job.pk}", {"name": f"w{index}"}, format="json", HTTP_IF_MATCH='"1"')
+            statuses.append(response.status_code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(statuses) == [200] + [412] * 7

@@ -503,5 +503,10 @@ def test_an_item_whose_schedule_never_fires_for_its_own_id_is_a_400_by_index_and
     response = bulk(api, numbered(3))
 
     assert response.status_code == 400
-    assert response.json() == {"errors": [{"index": 1, "schedule": ["the schedule never fires for this job's id"]}]}
+    assert response.json() == {
+        "errors": [{"index": 1, "schedule": ["the schedule never fires for this job's id"]}],
+        "code": "invalid",
+        "detail": "1 of the 3 jobs are invalid and none was created; job 1: schedule: "
+        "the schedule never fires for this job's id",
+    }
     assert counts() == before
