@@ -209,7 +209,12 @@ SPECTACULAR_SETTINGS = {
     # Swagger UI's assets come from a pip package, not a CDN: installs may have no internet.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "web.schema.postprocess"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "web.schema.postprocess",
+        # The Error component, If-Match and the answers' headers (README, "HTTP conventions").
+        "web.schema_conventions.postprocess",
+    ],
     # One name per set of states, where two fields named `state` (an execution's, a run's) would
     # otherwise get hashed names.
     "ENUM_NAME_OVERRIDES": {

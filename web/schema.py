@@ -128,18 +128,9 @@ class TimezoneFieldExtension(OpenApiSerializerFieldExtension):
 
 
 def postprocess(result, generator, request, public):
-    """Add the Error component, say that query strings hold no NUL (PostgreSQL stores none, so
+    """Say that query strings hold no NUL (PostgreSQL stores none, so
     the filters refuse it), state a job's create body per type (web/job_schema.py), and link
     each answer that names an object to what can be done with it (_LINKS)."""
-    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = {
-        "type": "object",
-        "description": (
-            "`detail` for an error about the whole request; otherwise each invalid field's name with "
-            "a list of messages (or, for an object field, its own fields' errors the same way)."
-        ),
-        "properties": {"detail": {"type": "string"}},
-        "additionalProperties": True,
-    }
     paths = result.get("paths", {})
     for operations in paths.values():
         for operation in operations.values():

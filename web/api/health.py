@@ -1,4 +1,4 @@
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -7,6 +7,7 @@ from alerts.selectors import any_rule_enabled
 from executions.clock import db_now
 from web.errors import error_body
 from web.health import check_broker, check_database, check_role, check_workers
+from web.schema import ERROR_REF
 
 # What makes the scheduler unavailable (503), and what only degrades it (200, said).
 _VITAL = ("database", "broker", "dispatcher")
@@ -21,7 +22,14 @@ class HealthApi(APIView):
     permission_classes = [AllowAny]
     authentication_classes: list = []
 
-    @extend_schema(responses={200: dict, 503: dict})
+    @extend_schema(
+        responses={
+            200: dict,
+            503: OpenApiResponse(
+                ERROR_REF, description="Unavailable: the error's code and detail, beside the checks as a 200 has them."
+            ),
+        }
+    )
     def get(self, request):
         problems: dict[str, str | None] = {"database": check_database(), "broker": check_broker()}
         body: dict = {}

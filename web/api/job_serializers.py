@@ -378,31 +378,6 @@ class JobBulkOutputSerializer(serializers.Serializer):
     jobs = JobOutputSerializer(many=True, help_text="The jobs, in the order of the request's items.")
 
 
-# A bulk create's 400: one entry per bad item, or (for the request as a whole) the Error shape.
-BULK_ERROR_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": (
-        "`errors`: one entry per invalid item, its `index` in `jobs` and each invalid field's name with "
-        "a list of messages; nothing is created. An error about the request as a whole (`jobs` missing, "
-        "empty or too long, the body too large or malformed, the Idempotency-Key) names that field "
-        "instead, or says `detail`."
-    ),
-    "properties": {
-        "errors": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"index": {"type": "integer", "minimum": 0}},
-                "required": ["index"],
-                "additionalProperties": True,
-            },
-        },
-        "detail": {"type": "string"},
-    },
-    "additionalProperties": True,
-}
-
-
 def bulk_items(data: Any) -> list:
     """The list of a bulk body's items; a ValidationError naming `jobs` (or an unknown field)
     when the body is not `{"jobs": [1 to MAX_BULK_JOBS items]}`."""

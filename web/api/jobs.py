@@ -39,7 +39,6 @@ from web.api.execution_serializers import ExecutionSerializer
 from web.api.job_fields import AwareDateTimeField, ScheduleField, TimezoneField
 from web.api.job_filters import JobFilter
 from web.api.job_serializers import (
-    BULK_ERROR_SCHEMA,
     MAX_EVERY_SEC,
     JobBulkInputSerializer,
     JobBulkOutputSerializer,
@@ -58,6 +57,7 @@ from web.errors import error_body, field_errors_body
 from web.headers import etag, if_match, location, rate_limit_headers
 from web.json_input import field_errors
 from web.rest import BulkJSONParser, ExecutionPagination, representer
+from web.schema import ERROR_REF
 
 # What the request schema cannot say (OpenAPI 3.0 has no rules between fields); a body that breaks
 # one is a 400 naming the field.
@@ -171,7 +171,11 @@ class JobBulkCreateApi(AuditedApi, APIView):
         responses={
             201: JobBulkOutputSerializer,
             200: JobBulkOutputSerializer,
-            400: OpenApiResponse(BULK_ERROR_SCHEMA, description="Invalid items, each by index; nothing created."),
+            400: OpenApiResponse(
+                ERROR_REF,
+                description="Invalid jobs, each by its index in `errors`; nothing created. An error about the "
+                "request as a whole (`jobs` missing, empty or too long, the Idempotency-Key) names that field.",
+            ),
         },
         examples=examples.JOB_BULK,
         parameters=[

@@ -461,7 +461,8 @@ def test_the_schema_describes_the_bulk_operation(client):
     assert component["additionalProperties"] is False
     assert {"200", "201", "400", "401", "409", "413", "429"} <= operation["responses"].keys()
     errors = operation["responses"]["400"]["content"]["application/json"]["schema"]
-    assert errors["properties"]["errors"]["items"]["required"] == ["index"]
+    assert errors == {"$ref": "#/components/schemas/Error"}  # the one error shape, with its `errors` by index
+    assert schema["components"]["schemas"]["Error"]["properties"]["errors"]["items"]["required"] == ["index"]
     (key,) = [p for p in operation["parameters"] if p["name"] == "Idempotency-Key"]
     assert key["schema"]["maxLength"] == 251
 
