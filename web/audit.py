@@ -175,6 +175,7 @@ def audit_failed_authentication(request, reason: str) -> None:
                 outcome=AuditOutcome.REFUSED,
                 now=timezone.now(),
                 detail=f"{request.method} {request.path}: {reason}",
+                request_id=request_uuid(request),  # the 401's X-Request-Id, as an action's row is
             )
     except Exception:
         logger.warning("audit row of a failed authentication not written", exc_info=True)

@@ -112,6 +112,7 @@ def test_a_request_without_credentials_is_one_failed_authentication_row(client, 
     assert (entry.target_type, entry.target_id, entry.tenant_id) == ("token", "", None)
     assert entry.source_ip == "127.0.0.1"
     assert entry.detail.startswith("POST /v1/jobs: ") and "credentials were not provided" in entry.detail
+    assert str(entry.request_id) == response["X-Request-Id"]
     assert "not written" not in caplog.text
 
 
@@ -157,10 +158,13 @@ def test_a_credential_not_of_a_tokens_form_is_recorded_without_any_of_it(db, hea
 def test_a_wrong_metrics_token_is_a_failed_authentication(client, settings):
     settings.TICKWORK_METRICS_TOKEN = "scrape-secret"
 
-    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
+    response = client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong")
+
+    assert response.status_code == 401
 
     entry = AuditEntry.objects.get()
     assert (entry.action, entry.detail) == ("auth.fail", "GET /metrics: not the metrics token")
+    assert str(entry.request_id) == response["X-Request-Id"]
 
 
 def test_a_bulk_create_is_one_row_in_one_insert(deploy):
