@@ -36,8 +36,9 @@ class StaleVersion(Exception):
     """A change was asked of a job at a version (an If-Match) that it is no longer at."""
 
     def __init__(self, job_id: Any, current: int, expected: Collection[int]) -> None:
-        asked = " or ".join(str(number) for number in sorted(expected)) or "another version"
-        super().__init__(f"job {job_id} is at version {current}; the change was asked of version {asked}")
+        asked = " or ".join(str(number) for number in sorted(expected))
+        said = f"the change was asked of version {asked}" if asked else "the change named none of its versions"
+        super().__init__(f"job {job_id} is at version {current}; {said}")
         self.current = current
 
 

@@ -14,12 +14,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.urls import reverse
+from rest_framework.exceptions import ValidationError
 
 from tenants.services import SubmitRate
 
-# An entity tag as If-Match lists it (RFC 9110 8.8.3): `"3"`, or a weak `W/"3"`, which under
-# If-Match's strong comparison never matches; commas may separate several.
-_ENTITY_TAG = re.compile(r'\s*(W/)?"([^"]*)"\s*(?:,|$)')
+# What If-Match may hold (RFC 9110 8.8.3, 13.1.1): `*`, or entity tags separated by commas, each
+# `"…"` of visible characters but a quote, or a weak `W/"…"` (which never matches: If-Match
+# compares strongly). The schema states the same pattern (web/schema_conventions.py).
+IF_MATCH_PATTERN = r'^(\*|(W/)?"[!#-~]*"([ \t]*,[ \t]*(W/)?"[!#-~]*")*)$'
+_ENTITY_TAG = re.compile(r'(W/)?"([!#-~]*)"')
 
 
 def etag(version: int) -> str:
@@ -29,23 +32,19 @@ def etag(version: int) -> str:
 def if_match(headers: Mapping[str, str]) -> frozenset[int] | None:
     """The versions a request's If-Match accepts: None without one, or with `*` (any current
     version: the job exists, or it would be a 404). Otherwise a set, maybe empty: a weak tag, or a
-    tag that is not a version's number, matches no version, and neither does a malformed header."""
+    tag that is not a version's number, matches no version. A header of another form is a 400
+    naming it."""
     raw = headers.get("If-Match")
     if raw is None:
         return None
-    if raw.strip() == "*":
+    raw = raw.strip(" \t")
+    if not re.fullmatch(IF_MATCH_PATTERN, raw):
+        raise ValidationError({"If-Match": ['must be * or entity tags, as an ETag gives them: "3"']})
+    if raw == "*":
         return None
-    versions: set[int] = set()
-    position = 0
-    while position < len(raw):
-        found = _ENTITY_TAG.match(raw, position)
-        if found is None or found.end() == position:
-            return frozenset()  # malformed: nothing in it can be trusted to match
-        weak, opaque = found.groups()
-        if not weak and opaque.isdigit() and len(opaque) < 19:
-            versions.add(int(opaque))
-        position = found.end()
-    return frozenset(versions)
+    return frozenset(
+        int(opaque) for weak, opaque in _ENTITY_TAG.findall(raw) if not weak and opaque.isdigit() and len(opaque) < 19
+    )
 
 
 def rate_limit_headers(rate: SubmitRate | None) -> dict[str, str]:

@@ -16,6 +16,7 @@ import copy
 from typing import Any
 
 from web.errors import CODES
+from web.headers import IF_MATCH_PATTERN
 from web.schema import ERROR_REF
 
 ERROR = {
@@ -77,12 +78,16 @@ IF_MATCH = {
     "required": False,
     "description": 'The job\'s ETag as you read it (`"3"`): the change is made only if the job is still at that '
     "version, else 412 and nothing changes. Without it, or with `*`, the change is made whatever the version.",
-    "schema": _STRING,
+    "schema": {"type": "string", "pattern": IF_MATCH_PATTERN, "example": '"3"'},
 }
 PRECONDITION_FAILED = {
     "description": "If-Match named a version the job is no longer at: read it again and redo the change. "
     "The answer's ETag is the job's version now.",
     "headers": {"ETag": ETAG},
+    "content": {"application/json": {"schema": ERROR_REF}},
+}
+MALFORMED_IF_MATCH = {
+    "description": "If-Match is not `*` nor entity tags.",
     "content": {"application/json": {"schema": ERROR_REF}},
 }
 UNSUPPORTED_MEDIA_TYPE = {
@@ -111,6 +116,7 @@ def _conventions(path: str, method: str, operation: dict[str, Any]) -> None:
     if (path, method) in _IF_MATCH:
         operation.setdefault("parameters", []).append(copy.deepcopy(IF_MATCH))
         responses["412"] = copy.deepcopy(PRECONDITION_FAILED)
+        responses.setdefault("400", copy.deepcopy(MALFORMED_IF_MATCH))
     if "requestBody" in operation:
         responses.setdefault("415", copy.deepcopy(UNSUPPORTED_MEDIA_TYPE))
     for status, response in responses.items():

@@ -303,8 +303,12 @@ def test_a_stale_if_match_from_a_second_writer_is_a_412(api, tenant, make_job):
 def test_put_delete_and_pause_honour_if_match(api, tenant, make_job, call, expected):
     job = make_job(tenant)
     path = f"/v1/jobs/{job.pk}"
-    for stale in ('"7"', 'W/"1"', '"abc"', "1", ""):
+    for stale in ('"7"', 'W/"1"', '"abc"', '"2", W/"1"'):
         assert call(api, path, stale).status_code == 412, stale
+    for malformed in ("1", "", '"1" "2"', "* , *"):
+        refused = call(api, path, malformed)
+        assert refused.status_code == 400, malformed
+        assert refused.json()["If-Match"] == ['must be * or entity tags, as an ETag gives them: "3"']
     assert Job.objects.get(pk=job.pk).state == "ACTIVE" and Job.objects.get(pk=job.pk).name == job.name
     assert call(api, path, '"9", "1"').status_code == expected  # any of the tags listed
 
