@@ -215,11 +215,15 @@ SPECTACULAR_SETTINGS = {
         # The Error component, If-Match and the answers' headers (README, "HTTP conventions").
         "web.schema_conventions.postprocess",
     ],
-    # One name per set of states, where two fields named `state` (an execution's, a run's) would
-    # otherwise get hashed names.
+    # One name per set of choices that fields of one name share (`state`: a job's, an execution's,
+    # a run's; `type`: a job's, a notification channel's), where drf-spectacular would otherwise make
+    # hashed names.
     "ENUM_NAME_OVERRIDES": {
         "ExecutionStateEnum": "executions.states.ExecutionState",
         "RunStateEnum": "executions.runs.RUN_STATES",
+        "JobStateEnum": "jobs.states.JobState",
+        "JobTypeEnum": "jobs.models.JobType.values",
+        "ChannelTypeEnum": "web.api.alert_serializers.CHANNEL_TYPES",
     },
 }
 

@@ -1,27 +1,58 @@
 """schemathesis hooks for tests_schema/ (loaded by SCHEMATHESIS_HOOKS=tests_schema.hooks).
 
-The test's token is a tenant's, and a token writes only in its own tenant: a body naming another
-`tenant` is refused, rightly, with a 400 naming it. Every phase generates `tenant` as any slug
-("0" in each of the coverage phase's bodies), so left alone no valid body could ever name one. A
-valid (positive) body that names a tenant names the token's, TICKWORK_SCHEMATHESIS_TENANT; a
-negative one is left as generated."""
+What the schema cannot enumerate, a valid (positive) request still has to name rightly, and these
+hooks name it so; a negative one is left as generated.
+
+- The test's token is a tenant's, and a token writes only in its own tenant: a body naming another
+  `tenant` is refused, rightly, with a 400 naming it. Every phase generates `tenant` as any slug
+  ("0" in each of the coverage phase's bodies), so left alone no valid body could ever name one. A
+  valid body that names a tenant names the token's, TICKWORK_SCHEMATHESIS_TENANT.
+- A timezone is a string in the schema, not an enum of one server's tz database (web/schema.py),
+  so a generated one is almost never a zone the server knows, and a valid preview query or job body
+  would be refused every time. One the server does not know becomes UTC.
+- A schedule preview takes a cron `schedule` or an interval's `everySec`, one of them, `startAt`
+  only with `everySec`, and a `seed` with a hashed (`H`) schedule: rules between parameters that
+  OpenAPI 3.0 cannot state, and that a generated query mostly breaks. A valid one is made to keep
+  them (the schedule when both are given, the schema's example when neither is)."""
 
 import os
+import zoneinfo
 
 import schemathesis
 from schemathesis import GenerationMode
 
 TENANT = os.environ.get("TICKWORK_SCHEMATHESIS_TENANT", "")
+ZONES = zoneinfo.available_timezones()
 
 
 @schemathesis.hook
 def map_case(context, case):
     meta = case.meta
-    if not TENANT or meta is None or meta.generation.mode is not GenerationMode.POSITIVE:
+    if meta is None or meta.generation.mode is not GenerationMode.POSITIVE:
         return case
     body = case.body
     items = [body, *(body.get("jobs") or [])] if isinstance(body, dict) else []
     for item in items:
-        if isinstance(item, dict) and isinstance(item.get("tenant"), str):
+        if not isinstance(item, dict):
+            continue
+        if TENANT and isinstance(item.get("tenant"), str):
             item["tenant"] = TENANT
+        if isinstance(item.get("timezone"), str) and item["timezone"] not in ZONES:
+            item["timezone"] = "UTC"
+    query = case.query
+    if isinstance(query, dict) and isinstance(query.get("timezone"), str) and query["timezone"] not in ZONES:
+        query["timezone"] = "UTC"
+    if isinstance(query, dict) and case.path == "/v1/schedule/preview":
+        _one_recurrence(query)
     return case
+
+
+def _one_recurrence(query: dict) -> None:
+    if "schedule" in query:
+        query.pop("everySec", None)
+        query.pop("startAt", None)
+        if "H" in str(query["schedule"]).upper():
+            query.setdefault("seed", "job")
+    elif "everySec" not in query:
+        query["schedule"] = "30 2 * * *"
+        query.pop("startAt", None)

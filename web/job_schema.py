@@ -34,13 +34,15 @@ _ELSEWHERE: dict[str, dict[str, Any] | None] = {
     "delaySec": {"type": "integer", "nullable": True, "enum": [None]},
     "everySec": {"type": "integer", "nullable": True, "enum": [None]},
     "startAt": {"type": "string", "nullable": True, "enum": [None]},
-    "timezone": {"type": "string", "enum": ["UTC"]},
-    "filter": {"type": "object", "nullable": True, "maxProperties": 0},
+    # A pattern, not a one-value enum: a client generated from the schema keeps `timezone` a string.
+    "timezone": {"type": "string", "pattern": "^UTC$"},
+    "filter": {"allOf": [{"$ref": "#/components/schemas/EventFilter"}], "nullable": True, "maxProperties": 0},
     "schedule": None,
     "on": None,
 }
 _RUNS = {"target": ("target", "payload"), "workflow": ("workflow",)}
 COMPONENT = "JobInputRequest"  # its name kept: generated clients know it
+TYPE_ENUM = "#/components/schemas/JobTypeEnum"
 _WHAT = ("type", "target", "workflow", "payload")
 
 
@@ -50,7 +52,9 @@ def _variant(fields: dict[str, Any], kind: str, runs: str) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     for name, schema in fields.items():
         if name == "type":
-            properties[name] = {"type": "string", "enum": [kind]}
+            # The one job type enum, narrowed to this variant's type: a client generated from the
+            # schema has one JobTypeEnum for a create, an update and an answer alike.
+            properties[name] = {"allOf": [{"$ref": TYPE_ENUM}], "enum": [kind]}
         elif name in own or name in _RUNS[runs] or (name not in _ELSEWHERE and name not in _WHAT):
             properties[name] = copy.deepcopy(schema)
         elif _ELSEWHERE.get(name) is not None:
@@ -69,7 +73,6 @@ def job_create_variants(components: dict[str, Any]) -> None:
             name = f"Job{kind.title()}{runs.title()}Request"
             components[name] = {
                 "type": "object",
-                "title": f"{kind} job with a {runs}",
                 "properties": properties,
                 "required": ["name", "type", own[0], runs],
                 "additionalProperties": False,

@@ -1,14 +1,20 @@
 """The OpenAPI schema, made to say what the server does: the error statuses each operation
-answers, request objects that refuse unknown fields, the names a field accepts (handlers,
-pools, timezones), and links between operations for clients and stateful testers.
+answers, request objects that refuse unknown fields, operations named for what they do, and
+links between operations for clients and stateful testers.
+
+Names that depend on the deployment (handlers, pools) or on its tz database (timezones) are
+strings, not enums: a client generated against one server must work against another. Where the
+valid ones are listed is in each field's description (GET /v1/handlers, GET /v1/pools).
 
 tests_schema/ holds the server to it with schemathesis against a live web role.
 """
 
-from typing import Any
+import inspect
 
 from drf_spectacular import openapi
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.plumbing import build_choice_field, force_instance
+from rest_framework import serializers
 from rest_framework.mixins import ListModelMixin
 from rest_framework.permissions import AllowAny
 
@@ -30,6 +36,9 @@ ERRORS = {
 
 # Operations that change a job's or an execution's state, and so can find it in the wrong one.
 _STATEFUL_POSTS = ("/pause", "/resume", "/trigger", "/cancel", "/retry", "/restore")
+# A POST to one of these paths does what the path says: its operation is `jobs_pause`, not the
+# `jobs_pause_create` that drf-spectacular names every POST.
+_ACTIONS = (*_STATEFUL_POSTS, "/discard")
 # Operations without a body that still validate one: a restore checks the version's definition
 # as a PUT of it would be checked.
 _VALIDATING_POSTS = ("/restore", "/resume")
@@ -41,6 +50,21 @@ _NON_BLANK_TEXT = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
 
 
 class AutoSchema(openapi.AutoSchema):
+    def get_operation_id(self) -> str:
+        operation_id = super().get_operation_id()
+        if self.method == "GET" and operation_id.endswith("_retrieve") and _is_page(self.get_response_serializers()):
+            return operation_id.removesuffix("_retrieve") + "_list"
+        if self.method == "POST" and self.path.endswith(_ACTIONS):
+            return operation_id.removesuffix("_create")
+        return operation_id
+
+    def get_description(self) -> str:  # type: ignore[override]  # DRF's AutoSchema takes (path, method)
+        """The method's docstring, else the view's own: not one a view inherits from a mixin
+        (drf-spectacular's default), which would describe every operation of its subclasses."""
+        method = getattr(self.view, self.method.lower(), None)
+        own = self.view.__class__.__dict__.get("__doc__") or ""
+        return inspect.cleandoc(getattr(method, "__doc__", None) or own)
+
     def _get_response_bodies(self, direction="response"):
         responses = super()._get_response_bodies(direction)
         for code in self._error_codes():
@@ -82,49 +106,41 @@ class AutoSchema(openapi.AutoSchema):
         schema = super()._map_basic_serializer(serializer, direction)
         if direction == "request" and isinstance(serializer, StrictSerializer):
             schema["additionalProperties"] = False
+        # The serializer's own docstring, as for an operation (get_description): not StrictSerializer's
+        # on every request object, nor an input serializer's on the answer made from it.
+        own = vars(type(force_instance(serializer))).get("__doc__")
+        if own:
+            schema["description"] = inspect.cleandoc(own)
+        else:
+            schema.pop("description", None)
         return schema
 
     def _map_serializer_field(self, field, direction, bypass_extensions=False):
+        from django.core.validators import RegexValidator
         from rest_framework import fields
 
         schema = super()._map_serializer_field(field, direction, bypass_extensions)
-        plain_text = type(field) in (fields.CharField,) and not _constrained(schema)
+        # A regex's pattern is added after this (drf-spectacular's _insert_field_validators), and
+        # only where there is none yet: a field that has one is not plain text.
+        plain_text = (
+            isinstance(field, fields.CharField)
+            and not any(isinstance(validator, RegexValidator) for validator in field.validators)
+            and not _constrained(schema)
+        )
         if direction == "request" and plain_text and schema.get("type") == "string":
             schema["pattern"] = _TEXT if field.allow_blank or not field.trim_whitespace else _NON_BLANK_TEXT
         return schema
 
 
-class HandlerNameFieldExtension(OpenApiSerializerFieldExtension):
-    """Handlers register at startup, after this module is imported: the enum is read when the
-    schema is generated."""
+class StoredChoiceFieldExtension(OpenApiSerializerFieldExtension):
+    """An answer's choice is the enum an input's ChoiceField of the same choices has, so that
+    drf-spectacular's postprocess_schema_enums makes both one component."""
 
-    target_class = "web.api.job_fields.HandlerNameField"
-
-    def map_serializer_field(self, auto_schema, direction):
-        from jobs import registry
-
-        return {"type": "string", "enum": registry.handler_names()}
-
-
-class PoolNameFieldExtension(OpenApiSerializerFieldExtension):
-    target_class = "web.api.job_fields.PoolNameField"
+    target_class = "web.api.job_fields.StoredChoiceField"
+    match_subclasses = True
 
     def map_serializer_field(self, auto_schema, direction):
-        from jobs import registry
-
-        return {"type": "string", "enum": registry.pools()}
-
-
-class TimezoneFieldExtension(OpenApiSerializerFieldExtension):
-    target_class = "web.api.job_fields.TimezoneField"
-
-    def map_serializer_field(self, auto_schema, direction):
-        from web.api.job_fields import known_timezones
-
-        schema: dict[str, Any] = {"type": "string", "description": "An IANA timezone name."}
-        if direction == "request":
-            schema["enum"] = sorted(known_timezones())
-        return schema
+        return build_choice_field(serializers.ChoiceField(choices=self.target.stored_choices))
 
 
 def postprocess(result, generator, request, public):
@@ -138,6 +154,7 @@ def postprocess(result, generator, request, public):
                 schema = parameter.get("schema", {})
                 if parameter["in"] == "query" and schema.get("type") == "string" and not _constrained(schema):
                     schema["pattern"] = _TEXT
+    _shared_enums(result)
     for (path, method), values in _PARAMETER_EXAMPLES.items():
         for parameter in paths.get(path, {}).get(method, {}).get("parameters", []):
             if parameter["name"] in values:
@@ -187,6 +204,33 @@ _LINKS = (
     ("/v1/alerts", "get", ("200",), "/results/0/alertId", "/v1/alerts/{alert_id}"),
     ("/v1/dead-letter/groups", "get", ("200",), "/results/0/fingerprint", "/v1/dead-letter/groups/{fingerprint}"),
 )
+
+
+def _shared_enums(result) -> None:
+    """A query parameter's enum (a list's filter: `?state=`, `?type=`) refers to the component of
+    the same values, which drf-spectacular leaves inline: a client then filters on the very enum
+    its answers carry (JobStateEnum), not one of the parameter's own."""
+    components = result["components"]["schemas"]
+    enums = {frozenset(schema["enum"]): name for name, schema in components.items() if "enum" in schema}
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                schema = parameter["schema"]
+                holder = schema["items"] if schema.get("type") == "array" else schema
+                name = enums.get(frozenset(holder.get("enum", ())))
+                if name is not None:
+                    holder.clear()
+                    holder["$ref"] = f"#/components/schemas/{name}"
+
+
+def _is_page(serializer) -> bool:
+    """Whether an answer is a page of a list, `{"results": [...], …}`, made by the view rather
+    than by a paginator (which drf-spectacular recognises)."""
+    is_class = isinstance(serializer, type) and issubclass(serializer, serializers.Serializer)
+    if not (is_class or isinstance(serializer, serializers.Serializer)):
+        return False
+    results = force_instance(serializer).fields.get("results")
+    return isinstance(results, serializers.ListSerializer)
 
 
 def _constrained(schema) -> bool:

@@ -11,13 +11,15 @@ from rest_framework import serializers
 from alerts.kinds import DEFAULT_WINDOW_SECONDS, WINDOW_MAX_SECONDS, WINDOW_MIN_SECONDS
 from alerts.models import Alert, AlertKind, AlertRule, AlertState, NotificationEvent, NotificationState
 from jobs.payloads import StrictSerializer
-from web.api.job_fields import PoolNameField
+from web.api.job_fields import PoolNameField, StoredChoiceField
 from worker.http_call import HttpCallError, check_url
 
 MAX_CHANNELS = 10
 MAX_URL_LENGTH = 2000
 MAX_EMAIL_LENGTH = 254
 CHANNEL_TYPES = ("webhook", "email")
+# The enum of channel types (a notification's `type`), narrowed to one in each kind of channel.
+_CHANNEL_TYPE = "#/components/schemas/ChannelTypeEnum"
 
 _CHANNELS_SCHEMA = {
     "type": "array",
@@ -31,7 +33,7 @@ _CHANNELS_SCHEMA = {
             {
                 "type": "object",
                 "properties": {
-                    "type": {"type": "string", "enum": ["webhook"]},
+                    "type": {"allOf": [{"$ref": _CHANNEL_TYPE}], "enum": ["webhook"]},
                     "url": {"type": "string", "format": "uri", "maxLength": MAX_URL_LENGTH, "pattern": "^https?://"},
                 },
                 "required": ["type", "url"],
@@ -40,7 +42,7 @@ _CHANNELS_SCHEMA = {
             {
                 "type": "object",
                 "properties": {
-                    "type": {"type": "string", "enum": ["email"]},
+                    "type": {"allOf": [{"$ref": _CHANNEL_TYPE}], "enum": ["email"]},
                     "to": {"type": "string", "format": "email", "maxLength": MAX_EMAIL_LENGTH},
                 },
                 "required": ["type", "to"],
@@ -197,7 +199,7 @@ class AlertRuleSerializer(serializers.Serializer):
 
 class NotificationSerializer(serializers.Serializer):
     event = serializers.ChoiceField(choices=NotificationEvent.choices, help_text="Sent on firing or on resolving.")
-    type = serializers.CharField(source="channel_type")
+    type = StoredChoiceField(CHANNEL_TYPES, source="channel_type")
     target = serializers.CharField(help_text="The webhook's URL or the email address.")
     state = serializers.ChoiceField(
         choices=NotificationState.choices, help_text="PENDING (to send, or retrying), SENT or FAILED (gave up)."

@@ -5,7 +5,7 @@ evaluates the rules; docs/alerts.md says what each kind means."""
 from typing import Any
 
 from django.http import Http404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -120,6 +120,13 @@ def _rule_target(rule: AlertRule) -> Target:
     return Target(type="alert_rule", id=str(rule.pk), label=rule.name, job_id=rule.job_id, tenant_id=rule.tenant_id)
 
 
+@extend_schema_view(
+    get=extend_schema(
+        summary="List alert rules",
+        description="The alert rules the caller may see (a token: its tenant's; a staff session: every rule, "
+        "global ones too), newest first.",
+    )
+)
 class AlertRuleListCreateApi(AuditedApi, generics.ListAPIView):
     audit_actions = {"POST": "alert_rule.create"}
     serializer_class = AlertRuleSerializer
@@ -128,9 +135,11 @@ class AlertRuleListCreateApi(AuditedApi, generics.ListAPIView):
         return rule_list(scope=scope_of(user=self.request.user))
 
     @extend_schema(
+        summary="Create an alert rule",
         request=AlertRuleInputSerializer,
         responses={201: AlertRuleSerializer},
-        description=RULE_RULES,
+        description="A rule that fires an alert when its kind's measure breaches `threshold` (over `windowSec` "
+        f"where the kind looks back), and notifies its channels when it fires and when it resolves.\n\n{RULE_RULES}",
         examples=examples.ALERT_RULE_CREATE,
     )
     def post(self, request):
@@ -149,14 +158,18 @@ class AlertRuleDetailApi(AuditedApi, APIView):
     audit_actions = {"PATCH": "alert_rule.update", "DELETE": "alert_rule.delete"}
     audit_target_type, audit_id_kwarg = "alert_rule", "rule_id"
 
-    @extend_schema(responses=AlertRuleSerializer)
+    @extend_schema(
+        summary="Get an alert rule", description="An alert rule as it is now.", responses=AlertRuleSerializer
+    )
     def get(self, request, rule_id):
         return Response(AlertRuleSerializer(_rule_or_404(request, rule_id)).data)
 
     @extend_schema(
+        summary="Change an alert rule",
         request=AlertRuleUpdateSerializer,
         responses=AlertRuleSerializer,
-        description=RULE_RULES,
+        description="Change the fields given (`enabled: false` turns the rule off); the others keep their values, "
+        f"and a rule's tenant never changes.\n\n{RULE_RULES}",
         examples=examples.ALERT_RULE_UPDATE,
     )
     def patch(self, request, rule_id):
@@ -169,7 +182,11 @@ class AlertRuleDetailApi(AuditedApi, APIView):
         self.acting_on(_rule_target(rule), "changed " + ", ".join(sorted(serializer.validated_data)))
         return Response(AlertRuleSerializer(rule).data)
 
-    @extend_schema(responses={204: None})
+    @extend_schema(
+        summary="Delete an alert rule",
+        description="The rule goes, with its alerts and their notifications.",
+        responses={204: None},
+    )
     def delete(self, request, rule_id):
         rule = _rule_or_404(request, rule_id)
         self.acting_on(_rule_target(rule))
@@ -177,6 +194,7 @@ class AlertRuleDetailApi(AuditedApi, APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+@extend_schema_view(get=extend_schema(summary="List alerts"))
 class AlertListApi(generics.ListAPIView):
     """Active and recent alerts, newest fired first (resolved ones are kept for the retention,
     TICKWORK_RETENTION_DAYS). `?state=FIRING` lists what is active now."""
@@ -192,7 +210,12 @@ class AlertListApi(generics.ListAPIView):
 
 
 class AlertDetailApi(APIView):
-    @extend_schema(responses=AlertSerializer)
+    @extend_schema(
+        summary="Get an alert",
+        description="An alert: its rule, what breached (`subject`), when it fired and resolved, and each "
+        "notification of it with its state.",
+        responses=AlertSerializer,
+    )
     def get(self, request, alert_id):
         alert = alert_get(scope=scope_of(user=request.user), alert_id=alert_id)
         if alert is None:

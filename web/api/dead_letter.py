@@ -11,7 +11,7 @@ import uuid
 
 from django.db import transaction
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -93,7 +93,13 @@ class GroupActionQuerySerializer(serializers.Serializer):
 
 
 class DeadLetterGroupsApi(APIView):
-    @extend_schema(responses=DeadLetterSerializer)
+    @extend_schema(
+        summary="List dead-letter groups",
+        description="The caller's DEAD executions grouped by error fingerprint (the error with its numbers, ids, "
+        f"quoted values and times masked), newest failure first: the {dead_letter.GROUP_LIMIT} newest groups, "
+        "each with a count, its jobs and pools, and its newest execution as a sample.",
+        responses=DeadLetterSerializer,
+    )
     def get(self, request):
         refuse_unknown_parameters(request, ())  # one page: the newest groups
         found = dead_letter.dead_letter_groups(scope=scope_of(user=request.user))
@@ -179,9 +185,6 @@ class DeadLetterGroupActionApi(APIView):
                 "pass: then the pass is done (remaining 0).",
             ),
         ],
-        description="Act on the group's DEAD executions: one pass over those in the group when the pass began, "
-        "oldest failure first, each tried at most once, for a bounded time per request. Loop: post, then post "
-        "again with `?cursor=` the answer's `cursor` while `remaining` is above 0. A bad `cursor` answers 400.",
     )
     def post(self, request, fingerprint):
         scope = scope_of(user=request.user)
@@ -208,9 +211,32 @@ class DeadLetterGroupActionApi(APIView):
         return Response(GroupActionSerializer(body).data)
 
 
+# How a group action goes, said by both (each after what it does to an execution).
+_PASS = (
+    "One pass over the executions in the group when the pass began, oldest failure first, each tried at most "
+    "once, for a bounded time per request. Loop: post, then post again with `?cursor=` the answer's `cursor` "
+    "while `remaining` is above 0. A bad `cursor` answers 400."
+)
+
+
+@extend_schema_view(
+    post=extend_schema(
+        summary="Retry a dead-letter group",
+        description="Re-drive each of the group's DEAD executions as its next attempt, each in its own "
+        "transaction with its audit row (one refused, by a quota or a change of state, is counted in `refused`). "
+        f"{_PASS}",
+    )
+)
 class DeadLetterGroupRetryApi(DeadLetterGroupActionApi):
     action_name = "retry"
 
 
+@extend_schema_view(
+    post=extend_schema(
+        summary="Discard a dead-letter group",
+        description="Move the group's DEAD executions to DISCARDED, out of the dead letter for good (a batch in one "
+        f"statement, with an audit row per execution). {_PASS}",
+    )
+)
 class DeadLetterGroupDiscardApi(DeadLetterGroupActionApi):
     action_name = "discard"

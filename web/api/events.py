@@ -1,7 +1,7 @@
 """POST /v1/events (post an event: what it matches starts), GET /v1/events and /v1/events/{id}."""
 
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -50,6 +50,13 @@ def idempotency_key_of(request) -> str | None:
     return key
 
 
+@extend_schema_view(
+    get=extend_schema(
+        summary="List events",
+        description="The caller's events, newest received first, each with what it started; filter by `name` "
+        "and `source`.",
+    )
+)
 class EventListCreateApi(generics.ListAPIView):
     serializer_class = EventSerializer
     filterset_class = EventFilter
@@ -59,6 +66,7 @@ class EventListCreateApi(generics.ListAPIView):
         return event_list(scope=scope_of(user=self.request.user))
 
     @extend_schema(
+        summary="Post an event",
         request=EventInputSerializer,
         responses={202: EventAcceptedSerializer, 409: IDEMPOTENCY_CONFLICT},
         parameters=[IDEMPOTENCY_PARAMETER],
@@ -82,7 +90,11 @@ class EventListCreateApi(generics.ListAPIView):
 
 
 class EventDetailApi(APIView):
-    @extend_schema(responses=EventSerializer)
+    @extend_schema(
+        summary="Get an event",
+        description="An event as it was received (name, payload, source), and the executions and runs it started.",
+        responses=EventSerializer,
+    )
     def get(self, request, event_id):
         event = event_get(scope=scope_of(user=request.user), event_id=event_id)
         if event is None:

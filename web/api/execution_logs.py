@@ -69,6 +69,7 @@ class ExecutionLogQuerySerializer(serializers.Serializer):
 
 class ExecutionLogsApi(APIView):
     @extend_schema(
+        summary="Read an execution's logs",
         parameters=[ExecutionLogQuerySerializer],
         responses=ExecutionLogPageSerializer,
         description=f"The lines the handler logged (ctx.log and the standard logging of its thread), in order: "

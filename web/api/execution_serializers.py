@@ -4,9 +4,18 @@ from rest_framework import serializers
 from executions.clock import db_now
 from executions.models import Execution
 from executions.pending_reasons import REASONS, Reason, pending_reasons
+from executions.states import ExecutionState
+from web.api.job_fields import StoredChoiceField
 
 
 class _BlankAsNullCharField(serializers.CharField):
+    def to_representation(self, value):
+        return super().to_representation(value) or None
+
+
+class _NoStateYet(StoredChoiceField):
+    """The state an event moved from; null for the event that created the execution."""
+
     def to_representation(self, value):
         return super().to_representation(value) or None
 
@@ -17,8 +26,8 @@ class ExecutionEventSerializer(serializers.Serializer):
     time = serializers.DateTimeField(source="at")
     # `from` is a Python keyword: declared as `from_` and renamed in get_fields, so the
     # OpenAPI schema and the JSON both say `from`.
-    from_ = _BlankAsNullCharField(source="from_state", allow_null=True)
-    to = serializers.CharField(source="to_state")
+    from_ = _NoStateYet(ExecutionState.choices, source="from_state", allow_null=True)
+    to = StoredChoiceField(ExecutionState.choices, source="to_state")
     attempt = serializers.IntegerField()
     worker = serializers.CharField(source="worker_id")
     message = serializers.CharField()

@@ -1,5 +1,5 @@
 from django.http import Http404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -22,6 +22,13 @@ def execution_or_404(request, execution_id) -> Execution:
     return execution
 
 
+@extend_schema_view(
+    get=extend_schema(
+        summary="List executions",
+        description="The caller's executions, newest scheduled first, filtered by `state` (DEAD: the dead "
+        "letter), `jobId` and `pool`.",
+    )
+)
 class ExecutionListApi(generics.ListAPIView):
     serializer_class = ExecutionSerializer
     filterset_class = ExecutionFilter
@@ -32,7 +39,12 @@ class ExecutionListApi(generics.ListAPIView):
 
 
 class ExecutionDetailApi(APIView):
-    @extend_schema(responses=ExecutionDetailSerializer)
+    @extend_schema(
+        summary="Get an execution",
+        description="An execution with its history (`events`: each transition, its time, worker and message), "
+        "its traceback if it failed, and why it waits if it is PENDING or QUEUED.",
+        responses=ExecutionDetailSerializer,
+    )
     def get(self, request, execution_id):
         return Response(ExecutionDetailSerializer(execution_or_404(request, execution_id)).data)
 
@@ -41,7 +53,14 @@ class ExecutionCancelApi(AuditedApi, APIView):
     audit_actions = {"POST": "execution.cancel"}
     audit_target_type, audit_id_kwarg = "execution", "execution_id"
 
-    @extend_schema(request=None, responses={202: ExecutionSerializer})
+    @extend_schema(
+        summary="Cancel an execution",
+        description="A PENDING, QUEUED or BLOCKED execution is CANCELLED at once; a RUNNING one is asked to stop: "
+        "its worker reads the request at its next heartbeat, and the sweeper cancels it after a grace if it does "
+        "not stop (`cancelRequestedAt` is set meanwhile). A finished execution answers 409.",
+        request=None,
+        responses={202: ExecutionSerializer},
+    )
     def post(self, request, execution_id):
         execution = execution_or_404(request, execution_id)
         self.acting_on(Target.of_execution(execution))
@@ -57,7 +76,13 @@ class ExecutionRetryApi(AuditedApi, APIView):
     audit_actions = {"POST": "execution.retry"}
     audit_target_type, audit_id_kwarg = "execution", "execution_id"
 
-    @extend_schema(request=None, responses=ExecutionSerializer)
+    @extend_schema(
+        summary="Retry an execution",
+        description="Run a DEAD, FAILED or CANCELLED execution again, now, as its next attempt (a re-drive); its "
+        "completed job becomes ACTIVE again. Any other state, or a cancelled job, answers 409.",
+        request=None,
+        responses=ExecutionSerializer,
+    )
     def post(self, request, execution_id):
         execution = execution_or_404(request, execution_id)
         target = Target.of_execution(execution)

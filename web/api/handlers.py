@@ -4,6 +4,7 @@ default, and the payload it takes, as JSON Schema."""
 
 from bisect import bisect_left, bisect_right
 
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, serializers
 from rest_framework.pagination import Cursor
 
@@ -64,6 +65,7 @@ class HandlerPagination(Pagination):
         return self.encode_cursor(self._previous) if self._previous else None
 
 
+@extend_schema_view(get=extend_schema(summary="List the handlers this server runs"))
 class HandlerListApi(generics.ListAPIView):
     """The handlers this server runs, by name, each with its pool, whether it runs atomically, its
     description and its payload's JSON Schema."""

@@ -23,12 +23,13 @@ class HealthApi(APIView):
     authentication_classes: list = []
 
     @extend_schema(
+        summary="Check the scheduler's health",
         responses={
             200: dict,
             503: OpenApiResponse(
                 ERROR_REF, description="Unavailable: the error's code and detail, beside the checks as a 200 has them."
             ),
-        }
+        },
     )
     def get(self, request):
         problems: dict[str, str | None] = {"database": check_database(), "broker": check_broker()}

@@ -117,6 +117,9 @@ class HookApi(APIView):
     permission_classes = [IsAuthenticated]
 
     @extend_schema(
+        summary="Receive a signed webhook as an event",
+        # Not drf-spectacular's `hooks_create`: it creates no hook, it posts an event.
+        operation_id="hooks_post_event",
         request={"application/json": {"type": "object", "additionalProperties": True}},
         responses={
             202: EventAcceptedSerializer,

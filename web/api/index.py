@@ -50,6 +50,7 @@ class ApiIndexApi(APIView):
     authentication_classes: list = []
 
     @extend_schema(
+        summary="List the API's endpoints",
         responses=inline_serializer(
             "ApiIndex",
             {
@@ -57,7 +58,7 @@ class ApiIndexApi(APIView):
                 "authentication": serializers.CharField(),
                 "endpoints": serializers.DictField(child=serializers.DictField(child=serializers.CharField())),
             },
-        )
+        ),
     )
     def get(self, request):
         base = request.build_absolute_uri("/v1/")

@@ -26,6 +26,18 @@ class ChoiceField(serializers.ChoiceField):
         self.error_messages["invalid_choice"] = f'"{{input}}" is not a valid choice; valid: {valid}'
 
 
+class StoredChoiceField(serializers.CharField):
+    """An answer's field whose value is one of `choices`, written as stored: as fast as a
+    CharField (web/rest.py's representer writes it with `str`), where a ChoiceField would look
+    each value up. The schema gives it its choices' enum (web/schema.py), which is the very
+    component of an input field with the same choices: a client gets one enum for both."""
+
+    def __init__(self, choices, **kwargs) -> None:
+        # Not `choices`, which DRF's OPTIONS answer reads as a ChoiceField's dict.
+        self.stored_choices = choices
+        super().__init__(**kwargs)
+
+
 class AwareDateTimeField(serializers.DateTimeField):
     """ISO 8601 with an explicit offset: a bare local time is ambiguous, so it is refused."""
 
@@ -55,12 +67,25 @@ def known_timezones() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones())
 
 
+def _described(kwargs: dict, said: str) -> dict:
+    """The field's help text, then `said`: where its valid values are found."""
+    kwargs["help_text"] = f"{kwargs['help_text']} {said}" if kwargs.get("help_text") else said
+    return kwargs
+
+
 class TimezoneField(serializers.CharField):
-    """An IANA timezone name that this machine's zoneinfo lists (the schema's enum of them)."""
+    """An IANA timezone name that this machine's zoneinfo lists. The schema says a string, not an
+    enum of this machine's names: they differ between servers (web/schema.py)."""
 
     def __init__(self, **kwargs) -> None:
         kwargs.setdefault("max_length", 64)
-        super().__init__(**kwargs)
+        super().__init__(
+            **_described(
+                kwargs,
+                "An IANA timezone name, e.g. `Europe/London`; the server refuses "
+                "one its tz database does not know (400 naming the field).",
+            )
+        )
 
     def to_internal_value(self, data) -> str:
         value = super().to_internal_value(data)
@@ -78,7 +103,7 @@ class HandlerNameField(serializers.CharField):
 
     def __init__(self, **kwargs) -> None:
         kwargs.setdefault("max_length", 100)
-        super().__init__(**kwargs)
+        super().__init__(**_described(kwargs, "A handler this server runs: GET /v1/handlers lists them."))
 
 
 class PoolNameField(serializers.CharField):
@@ -86,7 +111,7 @@ class PoolNameField(serializers.CharField):
 
     def __init__(self, **kwargs) -> None:
         kwargs.setdefault("max_length", 64)
-        super().__init__(**kwargs)
+        super().__init__(**_described(kwargs, "A pool this server knows: GET /v1/pools lists them."))
 
 
 def _cron_pattern() -> str:
@@ -129,7 +154,7 @@ class ScheduleField(serializers.CharField):
     """A five-field cron expression; `H` values are resolved with the job's id."""
 
 
-@extend_schema_field({"type": "object", "additionalProperties": True})
+@extend_schema_field({"type": "object", "additionalProperties": True}, component_name="Payload")
 class PayloadField(serializers.JSONField):
     """A JSON object: the handler's input."""
 

@@ -10,8 +10,9 @@ from rest_framework import serializers
 from executions.runs import RUN_STATES
 from executions.scheduling import MAX_BULK_JOBS
 from jobs import cron, registry
-from jobs.models import RECURRING_TYPES, ConcurrencyPolicy, Job, JobType, MisfirePolicy, Priority
+from jobs.models import RECURRING_TYPES, Backoff, ConcurrencyPolicy, Job, JobType, MisfirePolicy, Priority
 from jobs.payloads import StrictSerializer
+from jobs.states import JobState
 from web.api.event_serializers import EventNameField
 from web.api.execution_serializers import ExecutionSerializer
 from web.api.job_fields import (
@@ -20,10 +21,11 @@ from web.api.job_fields import (
     PayloadField,
     RetryPolicySerializer,
     ScheduleField,
+    StoredChoiceField,
     TargetSerializer,
     TimezoneField,
 )
-from web.api.workflow_serializers import EventFilterField, WorkflowSerializer, payload_object
+from web.api.workflow_serializers import EventFilterField, WorkflowField, WorkflowSerializer, payload_object
 
 MAX_DELAY_SEC = 10 * 365 * 86400
 HASH_SEED_BEFORE_CREATE = "00000000-0000-0000-0000-000000000000"
@@ -235,7 +237,7 @@ class TargetOutputSerializer(serializers.Serializer):
 
 class RetryPolicyOutputSerializer(serializers.Serializer):
     maxAttempts = serializers.IntegerField(source="max_attempts")
-    backoff = serializers.CharField()
+    backoff = StoredChoiceField(Backoff.values)
     initialDelayMs = serializers.IntegerField(source="initial_delay_ms")
     maxDelayMs = serializers.IntegerField(source="max_delay_ms")
     jitter = serializers.BooleanField()
@@ -246,11 +248,14 @@ class _BlankAsNull(serializers.CharField):
         return str(value) or None  # CharField's own, str(value), without the call through super()
 
 
-class _PriorityName(serializers.CharField):
+class _PriorityName(StoredChoiceField):
     """The stored priority (a number) by its name, as get_priority_display gives it: without the
     choices' dict that Django builds anew for every call (a quarter of a 1,000-job answer)."""
 
     _names = dict(Priority.choices)
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(Priority.names, **kwargs)
 
     def to_representation(self, value):
         return self._names[value]
@@ -260,7 +265,7 @@ class JobOutputSerializer(serializers.Serializer):
     jobId = serializers.CharField(source="id")
     tenant = serializers.CharField(source="tenant.slug")
     name = serializers.CharField()
-    type = serializers.CharField()
+    type = StoredChoiceField(JobType.values)
     runAt = serializers.DateTimeField(source="run_at", allow_null=True)
     delaySec = serializers.IntegerField(source="delay_sec", allow_null=True)
     schedule = serializers.CharField()
@@ -270,16 +275,16 @@ class JobOutputSerializer(serializers.Serializer):
         source="start_at", allow_null=True, help_text="An INTERVAL job's anchor; a CRON job's earliest fire."
     )
     target = serializers.SerializerMethodField()
-    workflow = serializers.JSONField(allow_null=True, help_text="A workflow job's steps; null for a job with a target.")
+    workflow = WorkflowField(allow_null=True, help_text="A workflow job's steps; null for a job with a target.")
     on = _BlankAsNull(source="event_name", allow_null=True, help_text="An EVENT job's event name; null otherwise.")
-    filter = serializers.JSONField(source="event_filter", allow_null=True, help_text="An EVENT job's payload filter.")
-    payload = serializers.JSONField()
+    filter = EventFilterField(source="event_filter", allow_null=True, help_text="An EVENT job's payload filter.")
+    payload = PayloadField()
     retryPolicy = RetryPolicyOutputSerializer(source="*")
     timeoutSec = serializers.IntegerField(source="timeout_sec")
     priority = _PriorityName()
-    misfirePolicy = serializers.CharField(source="misfire_policy")
-    concurrencyPolicy = serializers.CharField(source="concurrency_policy")
-    state = serializers.CharField()
+    misfirePolicy = StoredChoiceField(MisfirePolicy.values, source="misfire_policy")
+    concurrencyPolicy = StoredChoiceField(ConcurrencyPolicy.values, source="concurrency_policy")
+    state = StoredChoiceField(JobState.choices)
     nextFireAt = serializers.DateTimeField(source="next_fire_at", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")

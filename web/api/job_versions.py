@@ -8,18 +8,20 @@ from typing import Any
 from django.db import transaction
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import generics, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from executions.clock import db_now
 from executions.scheduling import job_update
-from jobs.models import Job, JobVersion
+from jobs.models import Backoff, ConcurrencyPolicy, Job, JobType, JobVersion, MisfirePolicy, Priority
 from jobs.selectors import job_get, job_locked
 from jobs.versions import version_get, version_latest, version_one, versions_stored
 from tenants.selectors import scope_of
+from web.api.job_fields import PayloadField, StoredChoiceField
 from web.api.job_serializers import JobOutputSerializer, JobUpdateSerializer
+from web.api.workflow_serializers import EventFilterField, WorkflowField
 from web.audit import AuditedApi, Target
 from web.authentication import actor_of
 from web.rest import Pagination, refuse_unknown_parameters
@@ -57,10 +59,16 @@ class VersionTargetSerializer(serializers.Serializer):
 
 class VersionRetryPolicySerializer(serializers.Serializer):
     maxAttempts = serializers.IntegerField()
-    backoff = serializers.CharField()
+    backoff = StoredChoiceField(Backoff.values)
     initialDelayMs = serializers.IntegerField()
     maxDelayMs = serializers.IntegerField()
     jitter = serializers.BooleanField()
+
+
+@extend_schema_field(EventFilterField(allow_null=True))
+class _DefinitionFilter(EventFilterField):
+    """A definition's `filter`: null as an EVENT job without one stores it, and left out of other
+    jobs' definitions. Not allow_null, with which DRF would answer null for those instead."""
 
 
 class VersionDefinitionSerializer(serializers.Serializer):
@@ -70,22 +78,21 @@ class VersionDefinitionSerializer(serializers.Serializer):
     `workflow` instead of `target` and `payload`."""
 
     name = serializers.CharField()
-    type = serializers.CharField()
+    type = StoredChoiceField(JobType.values)
     runAt = serializers.DateTimeField(required=False)
     delaySec = serializers.IntegerField(required=False)
     schedule = serializers.CharField(required=False)
     timezone = serializers.CharField(required=False)
     target = VersionTargetSerializer(required=False)
-    payload = serializers.JSONField(required=False)
-    workflow = serializers.JSONField(required=False)
+    payload = PayloadField(required=False)
+    workflow = WorkflowField(required=False)
     on = serializers.CharField(required=False)
-    # Not allow_null: DRF would then answer null for a definition without it instead of leaving it out.
-    filter = serializers.JSONField(required=False)
+    filter = _DefinitionFilter(required=False)
     retryPolicy = VersionRetryPolicySerializer()
     timeoutSec = serializers.IntegerField()
-    priority = serializers.CharField()
-    misfirePolicy = serializers.CharField()
-    concurrencyPolicy = serializers.CharField()
+    priority = StoredChoiceField(Priority.names)
+    misfirePolicy = StoredChoiceField(MisfirePolicy.values)
+    concurrencyPolicy = StoredChoiceField(ConcurrencyPolicy.values)
 
 
 @extend_schema_field(OpenApiTypes.ANY)
@@ -143,6 +150,7 @@ VERSION_NUMBER = OpenApiParameter(
 )
 
 
+@extend_schema_view(get=extend_schema(summary="List a job's versions"))
 class JobVersionListApi(generics.ListAPIView):
     """A job's versions, newest first: each with its definition, what it changed against the
     version before, who made the change and when."""
@@ -175,6 +183,7 @@ class JobVersionRestoreApi(AuditedApi, APIView):
     audit_actions = {"POST": "job.restore"}
 
     @extend_schema(
+        summary="Restore a job's version",
         request=None,
         responses=JobVersionRestoreSerializer,
         parameters=[VERSION_NUMBER],

@@ -5,7 +5,13 @@ from typing import Any
 
 from django.http import Http404
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import generics, serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -99,6 +105,13 @@ def _job_or_404(request, job_id) -> Job:
     return job
 
 
+@extend_schema_view(
+    get=extend_schema(
+        summary="List jobs",
+        description="The caller's jobs, newest first, filtered by `state`, `type`, `pool`, `handler`, `name` "
+        "(a substring) and `failing` (whose last run FAILED).",
+    )
+)
 class JobListCreateApi(AuditedApi, generics.ListAPIView):
     audit_actions = {"POST": "job.create"}
     serializer_class = JobOutputSerializer
@@ -124,7 +137,9 @@ class JobListCreateApi(AuditedApi, generics.ListAPIView):
                 description="The same key and body again answer the first job (200); another body, 409.",
             )
         ],
-        description=JOB_RULES,
+        summary="Create a job",
+        description="Create a job and its first execution in one transaction: 201 once both are stored. "
+        f"Its handler and pool are among those GET /v1/handlers and GET /v1/pools list.\n\n{JOB_RULES}",
     )
     def post(self, request):
         key = request.headers.get("Idempotency-Key") or None
@@ -187,6 +202,7 @@ class JobBulkCreateApi(AuditedApi, APIView):
                 "(200); another body, 409. The batch's jobs hold the keys `<key>#0`, `<key>#1`, …",
             )
         ],
+        summary="Create up to 1,000 jobs at once",
         description=f"Each item is a body as POST /v1/jobs takes it, all in one tenant. Every bad item is "
         f"reported by its index and nothing is created; quotas count every job of the batch.\n\n{JOB_RULES}",
     )
@@ -283,23 +299,36 @@ def _validate_bulk(request, items: list) -> tuple[Tenant | None, list[dict[str, 
 class JobDetailApi(AuditedApi, APIView):
     audit_actions = {"PUT": "job.update", "PATCH": "job.update", "DELETE": "job.cancel"}
 
-    @extend_schema(responses=JobDetailOutputSerializer)
+    @extend_schema(
+        summary="Get a job",
+        description="The job with its newest executions (`latestExecutions`) and its ETag: the version its "
+        "definition is at, to send back as If-Match with a change.",
+        responses=JobDetailOutputSerializer,
+    )
     def get(self, request, job_id):
         job = _job_or_404(request, job_id)
         return _tagged(Response(JobDetailOutputSerializer(job).data), job)
 
     # PUT behaves as PATCH (see _update), so its schema marks every field optional too.
     @extend_schema(
+        summary="Change a job (PUT)",
         request=JobUpdateSerializer(partial=True),
         responses=JobOutputSerializer,
-        description=JOB_RULES,
+        description="Change the fields given, as PATCH does: a field left out keeps its value (a job's type and "
+        "tenant never change, so no body could replace it whole). A change of timing re-times the pending fire; "
+        f"the job's next version records what changed.\n\n{JOB_RULES}",
         examples=examples.JOB_UPDATE,
     )
     def put(self, request, job_id):
         return self._update(request, job_id)
 
     @extend_schema(
-        request=JobUpdateSerializer, responses=JobOutputSerializer, description=JOB_RULES, examples=examples.JOB_UPDATE
+        summary="Change some of a job's fields",
+        request=JobUpdateSerializer,
+        responses=JobOutputSerializer,
+        description="Change the fields given; the others keep their values. A change of timing re-times the "
+        f"pending fire; the job's next version records what changed.\n\n{JOB_RULES}",
+        examples=examples.JOB_UPDATE,
     )
     def patch(self, request, job_id):
         return self._update(request, job_id)
@@ -319,7 +348,15 @@ class JobDetailApi(AuditedApi, APIView):
         self.acting_on(Target.of_job(job), "changed " + ", ".join(sorted(fields)))
         return _tagged(Response(JobOutputSerializer(job).data), job)
 
-    @extend_schema(responses={200: JobOutputSerializer})
+    @extend_schema(
+        summary="Cancel a job",
+        # It cancels, as the contract says, and keeps the job: not drf-spectacular's `jobs_destroy`.
+        operation_id="jobs_cancel",
+        description="No future fires: the job becomes CANCELLED, and so does each of its executions not yet "
+        "started. Runs already started finish (cancel their executions to stop them). The job and its history "
+        "are kept; a cancelled job answers 409.",
+        responses={200: JobOutputSerializer},
+    )
     def delete(self, request, job_id):
         job = _job_or_404(request, job_id)
         self.acting_on(Target.of_job(job))
@@ -330,7 +367,13 @@ class JobDetailApi(AuditedApi, APIView):
 class JobPauseApi(AuditedApi, APIView):
     audit_actions = {"POST": "job.pause"}
 
-    @extend_schema(request=None, responses=JobOutputSerializer)
+    @extend_schema(
+        summary="Pause a job",
+        description="Nothing of a PAUSED job is admitted: its pending execution waits (pendingReason JOB_PAUSED) "
+        "until it is resumed; what is QUEUED or RUNNING finishes. A job that is not ACTIVE answers 409.",
+        request=None,
+        responses=JobOutputSerializer,
+    )
     def post(self, request, job_id):
         job = _job_or_404(request, job_id)
         self.acting_on(Target.of_job(job))
@@ -342,6 +385,7 @@ class JobResumeApi(AuditedApi, APIView):
     audit_actions = {"POST": "job.resume"}
 
     @extend_schema(
+        summary="Resume a job, or see what resuming would run",
         request=None,
         parameters=[ResumeQuerySerializer],
         responses=PolymorphicProxySerializer(
@@ -368,7 +412,13 @@ class JobResumeApi(AuditedApi, APIView):
 class JobTriggerApi(AuditedApi, APIView):
     audit_actions = {"POST": "job.trigger"}
 
-    @extend_schema(request=None, responses=ExecutionSerializer)
+    @extend_schema(
+        summary="Run a job now",
+        description="A new execution of the job, due now, outside its schedule (origin TRIGGER); its schedule is "
+        "unchanged. A COMPLETED one-off job becomes ACTIVE again to run it; a paused or cancelled job answers 409.",
+        request=None,
+        responses=ExecutionSerializer,
+    )
     def post(self, request, job_id):
         job = _job_or_404(request, job_id)
         self.acting_on(Target.of_job(job))
@@ -377,6 +427,12 @@ class JobTriggerApi(AuditedApi, APIView):
         return Response(ExecutionSerializer(execution).data)
 
 
+@extend_schema_view(
+    get=extend_schema(
+        summary="List a job's executions",
+        description="The job's executions (each attempt of each run), newest scheduled first.",
+    )
+)
 class JobExecutionsApi(generics.ListAPIView):
     serializer_class = ExecutionSerializer
     pagination_class = ExecutionPagination
@@ -398,7 +454,7 @@ class PreviewQuerySerializer(serializers.Serializer):
     startAt = AwareDateTimeField(
         required=False, help_text="With `everySec`: the interval's anchor (its first fire); default `after`."
     )
-    timezone = TimezoneField(required=False, default="UTC", help_text="An IANA timezone.")
+    timezone = TimezoneField(required=False, default="UTC")
     count = serializers.IntegerField(min_value=1, max_value=100, required=False, default=5)
     after = AwareDateTimeField(required=False, help_text="ISO 8601 with an offset; default now.")
     seed = serializers.CharField(
@@ -442,11 +498,15 @@ class PreviewQuerySerializer(serializers.Serializer):
 
 
 class SchedulePreviewApi(APIView):
-    """The next fire times of a cron schedule, in UTC and in its timezone."""
-
     permission_classes = [AllowAny]
 
-    @extend_schema(parameters=[PreviewQuerySerializer], responses=SchedulePreviewSerializer)
+    @extend_schema(
+        summary="Preview a schedule's next fire times",
+        description="The next `count` fire times after `after` (default now) of a cron schedule in its timezone, or "
+        "of an interval (`everySec`, anchored at `startAt`), each in UTC and in local time. No token needed.",
+        parameters=[PreviewQuerySerializer],
+        responses=SchedulePreviewSerializer,
+    )
     def get(self, request):
         query = PreviewQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)

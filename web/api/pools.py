@@ -72,7 +72,7 @@ class PoolListApi(APIView):
     """Per pool: live workers, slots and busy slots (the whole fleet's), and the admitted work and
     due backlog of the tenants the caller may see (a tenant's token: its own; staff: all)."""
 
-    @extend_schema(responses=PoolListSerializer)
+    @extend_schema(summary="List pools", responses=PoolListSerializer)
     def get(self, request):
         refuse_unknown_parameters(request, ())  # every pool, on one page
         now = db_now()
@@ -117,6 +117,7 @@ class PoolPauseApi(AuditedApi, APIView):
     audit_target_type, audit_id_kwarg = "pool", "pool"
 
     @extend_schema(
+        summary="Pause a pool",
         request=PauseInputSerializer,
         responses=_ACTION_RESPONSES,
         description="Pause a whole pool: nothing of it is admitted (its due work waits PENDING, pendingReason "
@@ -140,6 +141,7 @@ class PoolResumeApi(AuditedApi, APIView):
     audit_target_type, audit_id_kwarg = "pool", "pool"
 
     @extend_schema(
+        summary="Resume a pool",
         request=None,
         responses=_ACTION_RESPONSES,
         description="Resume a paused pool: its due work is admitted at the dispatchers' next claim. Staff only. "

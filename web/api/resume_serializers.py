@@ -3,6 +3,9 @@
 from rest_framework import serializers
 
 from executions.selectors import ResumePreview
+from jobs.models import MisfirePolicy
+from jobs.states import JobState
+from web.api.job_fields import StoredChoiceField
 from web.rest import GivenIfEmpty
 
 
@@ -27,8 +30,8 @@ class ResumePreviewSerializer(serializers.Serializer):
 
     dryRun = serializers.SerializerMethodField(help_text="Always true: nothing was changed.")
     jobId = serializers.CharField(source="job.pk")
-    state = serializers.CharField(source="job.state", help_text="The job's state, unchanged (PAUSED).")
-    misfirePolicy = serializers.CharField(source="policy")
+    state = StoredChoiceField(JobState.choices, source="job.state", help_text="The job's state, unchanged (PAUSED).")
+    misfirePolicy = StoredChoiceField(MisfirePolicy.values, source="policy")
     misfireGraceSec = serializers.SerializerMethodField(
         help_text="Under SKIP, a fire claimed more than this late is skipped."
     )

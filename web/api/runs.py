@@ -3,16 +3,18 @@
 
 from django.core.exceptions import ValidationError
 from django.http import Http404
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from executions import runs
 from executions.clock import db_now
-from executions.models import Run
+from executions.models import Origin, Run
+from executions.states import ExecutionState
 from jobs.selectors import job_get
 from tenants.selectors import scope_of
+from web.api.job_fields import StoredChoiceField
 from web.audit import AuditedApi, Target
 from web.rest import Pagination
 
@@ -20,7 +22,9 @@ from web.rest import Pagination
 class RunStepSerializer(serializers.Serializer):
     step = serializers.CharField(help_text="The step's name in its workflow.")
     executionId = serializers.CharField(help_text="The step's execution (GET /v1/executions/{id}).")
-    state = serializers.CharField(help_text="The execution's state; BLOCKED while its upstream steps run.")
+    state = StoredChoiceField(
+        ExecutionState.choices, help_text="The execution's state; BLOCKED while its upstream steps run."
+    )
     attempt = serializers.IntegerField()
     dependsOn = serializers.ListField(child=serializers.CharField())
 
@@ -29,7 +33,7 @@ class RunSerializer(serializers.Serializer):
     runId = serializers.CharField(source="id")
     jobId = serializers.CharField(source="job_id")
     state = serializers.SerializerMethodField()
-    origin = serializers.CharField(help_text="SCHEDULE, TRIGGER or EVENT: what started the run.")
+    origin = StoredChoiceField(Origin.choices, help_text="What started the run.")
     scheduledFor = serializers.DateTimeField(source="scheduled_for")
     createdAt = serializers.DateTimeField(source="created_at")
     eventId = serializers.CharField(source="event_id", allow_null=True, help_text="The event that started it.")
@@ -79,7 +83,12 @@ def _run_or_404(request, run_id) -> Run:
 
 
 class RunDetailApi(APIView):
-    @extend_schema(responses=RunSerializer)
+    @extend_schema(
+        summary="Get a run",
+        description="A run of a workflow job (one fire of it): its state and each step's execution, with the "
+        "steps it waits for.",
+        responses=RunSerializer,
+    )
     def get(self, request, run_id):
         return Response(RunSerializer(_run_or_404(request, run_id)).data)
 
@@ -89,6 +98,7 @@ class RunCancelApi(AuditedApi, APIView):
     audit_target_type, audit_id_kwarg = "run", "run_id"
 
     @extend_schema(
+        summary="Cancel a run",
         request=None,
         responses={202: RunSerializer},
         description="Cancel the run's unfinished steps: BLOCKED, PENDING and QUEUED ones at once, RUNNING ones "
@@ -101,6 +111,7 @@ class RunCancelApi(AuditedApi, APIView):
         return Response(RunSerializer(_run_or_404(request, run_id)).data, status=status.HTTP_202_ACCEPTED)
 
 
+@extend_schema_view(get=extend_schema(summary="List a job's runs"))
 class JobRunsApi(generics.ListAPIView):
     """A job's runs, newest first (a workflow job's; a plain job's runs are its executions)."""
 

@@ -111,14 +111,24 @@ class WorkflowSerializer(StrictSerializer):
         return {"steps": steps}
 
 
+@extend_schema_field(WorkflowSerializer)
+class WorkflowField(serializers.JSONField):
+    """A job's workflow in an answer: as stored (WorkflowSerializer.stored), written as JSON is,
+    and described by the schema as the steps a request gives."""
+
+
 @extend_schema_field(
     {
         "type": "object",
-        "additionalProperties": {"type": ["string", "number", "boolean", "null"]},
+        # OpenAPI 3.0 has no list of types: one schema per type, null through `nullable`.
+        "additionalProperties": {
+            "anyOf": [{"type": "string", "nullable": True}, {"type": "number"}, {"type": "boolean"}]
+        },
         "maxProperties": 50,
         "description": "An EVENT job runs for an event whose payload has each of these top-level keys with "
         'exactly this value (1 and "1" differ). Absent or {}: every event of its name.',
-    }
+    },
+    component_name="EventFilter",
 )
 class EventFilterField(serializers.JSONField):
     def to_internal_value(self, data):

@@ -102,12 +102,12 @@ def test_the_other_examples_are_accepted_as_they_are(schema, api):
     ("path", "method", "status", "pointer", "target"),
     [
         ("/v1/jobs", "get", "200", "/results/0/jobId", "jobs_partial_update"),
-        ("/v1/jobs", "post", "201", "/jobId", "jobs_trigger_create"),
-        ("/v1/executions", "get", "200", "/results/0/executionId", "executions_retry_create"),
-        ("/v1/jobs/{job_id}/runs", "get", "200", "/results/0/runId", "runs_cancel_create"),
+        ("/v1/jobs", "post", "201", "/jobId", "jobs_trigger"),
+        ("/v1/executions", "get", "200", "/results/0/executionId", "executions_retry"),
+        ("/v1/jobs/{job_id}/runs", "get", "200", "/results/0/runId", "runs_cancel"),
         ("/v1/events", "post", "202", "/eventId", "events_retrieve"),
         ("/v1/alerts/rules", "get", "200", "/results/0/ruleId", "alerts_rules_destroy"),
-        ("/v1/dead-letter/groups", "get", "200", "/results/0/fingerprint", "dead_letter_groups_retry_create"),
+        ("/v1/dead-letter/groups", "get", "200", "/results/0/fingerprint", "dead_letter_groups_retry"),
     ],
 )
 def test_an_answer_that_names_an_object_links_to_what_acts_on_it(schema, path, method, status, pointer, target):
