@@ -12,7 +12,7 @@ EMBEDDED_TESTS ?= tenants jobs pools executions events audit alerts background d
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install install-dev run test test-unit test-perf test-embedded lint bench clean
+.PHONY: install install-dev run test test-unit test-perf test-embedded lint bench client clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,11 @@ test-embedded: install-dev
 	rm -rf $(EMBEDDED_VAR_DIR)
 	env -u DATABASE_URL -u CELERY_BROKER_URL -u REDIS_URL TICKWORK_VAR_DIR=$(abspath $(EMBEDDED_VAR_DIR)) \
 		$(BIN)/python -m pytest -m "not perf" $(EMBEDDED_TESTS) $(PYTEST_ARGS)
+
+## A typed Python client of the API, generated from its live schema into clients/python/ (README,
+## "Generated client"); URL=https://… takes a running server's schema instead of starting one here.
+client: install-dev
+	$(BIN)/python clients/generate.py $(if $(URL),--url $(URL))
 
 bench: install-dev
 	$(BIN)/pip install --quiet -r bench/requirements.txt
