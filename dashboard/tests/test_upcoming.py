@@ -97,7 +97,7 @@ def test_an_every_minute_job_is_counted_to_the_end_of_the_day(tenant, make_job):
 
 
 def test_an_interval_job_is_counted_on_its_grid(tenant, make_job):
-    """Every 5 minutes from 21:02 UTC: its first fire in the first bucket (21:00–21:15, after
+    """Every 5 minutes from 21:02 UTC: its first fire in the first bucket (21:00-21:15, after
     now: 21:12), then three a bucket, to the end of the 24 hours."""
     start = NOW - timedelta(minutes=5)  # 21:02
     make_job(tenant, type="INTERVAL", every_sec=300, start_at=start, now=NOW)
