@@ -178,7 +178,7 @@ def _stop(processes: list[subprocess.Popen]) -> None:
 def _scenario(python: Path, env: dict, tmp_path: Path, slug: str) -> None:
     submitted = _shell(python, env, f"SLUG = {slug!r}\n" + SUBMIT)
     status, body = submitted["refused"]
-    assert (status, body) == (400, {"payload": {"nmae": ["unknown field"]}})
+    assert (status, body["code"], body["payload"]) == (400, "invalid", {"nmae": ["unknown field"]})
     worker = _start(
         python,
         env,

@@ -62,14 +62,15 @@ def test_a_bad_payload_is_a_400_naming_the_field(api, bridges, payload, errors):
     """Never a broker URL from a job: an unknown key is refused like any other."""
     response = _post(api, payload)
     assert response.status_code == 400
-    assert response.json() == {"payload": errors}
+    assert response.json()["code"] == "invalid"
+    assert response.json()["payload"] == errors
 
 
 def test_with_no_bridge_configured_the_error_says_so(api, settings):
     settings.TICKWORK_CELERY_BRIDGES = {}
     response = _post(api, {"bridge": "legacy", "task": "t"})
-    assert response.json() == {
-        "payload": {"bridge": ['unknown bridge "legacy"; known: none is configured (TICKWORK_CELERY_BRIDGES)']}
+    assert response.json()["payload"] == {
+        "bridge": ['unknown bridge "legacy"; known: none is configured (TICKWORK_CELERY_BRIDGES)']
     }
 
 
