@@ -22,7 +22,7 @@ from background.loop import StopFlag, run_forever
 from background.publisher import Dispatch, Publisher
 from dispatcher.buffer import BrokerBuffer
 from dispatcher.wakeup import DueClock
-from executions import runs, tracing, transitions
+from executions import runs, transitions
 from executions.clock import db_now
 from executions.models import Execution, Origin
 from executions.services import execution_cancel
@@ -33,6 +33,7 @@ from jobs.models import ConcurrencyPolicy, MisfirePolicy
 from jobs.recurrence import Interval
 from pools.models import Role
 from pools.roles import RoleBeat
+from telemetry import tracing
 
 logger = logging.getLogger(__name__)
 S = ExecutionState
@@ -114,7 +115,7 @@ def run_once(
     crash can lose neither), after applying the job's misfire and concurrency policies.
 
     With tracing on, each claimed execution's `tickwork.dispatch` span joins its trace, from the
-    claim to its publish (executions/tracing.py).
+    claim to its publish (telemetry/tracing.py).
     """
     config = config or DispatcherSettings.from_django()
     buffer = buffer or config.buffer()

@@ -88,7 +88,7 @@ class Execution(models.Model):
     error_fingerprint = models.CharField(max_length=16, blank=True, default="", db_default="")
     traceback = models.TextField(blank=True)
     checkpoint = models.JSONField(null=True, blank=True)
-    # The W3C trace context the execution was made in, when tracing is on (executions/tracing.py):
+    # The W3C trace context the execution was made in, when tracing is on (telemetry/tracing.py):
     # its dispatch and every attempt's run join that trace. "" when off, and for older rows.
     traceparent = models.CharField(max_length=55, blank=True, default="", db_default="")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -16,13 +16,14 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, QuerySet
 
-from executions import steps, tracing, transitions
+from executions import steps, transitions
 from executions.models import Execution, Origin, Run
 from executions.services import execution_cancel
 from executions.states import TERMINAL, ExecutionState, InvalidTransition
 from executions.store import Moved
 from jobs import misfire, recurrence, workflow
 from jobs.models import ConcurrencyPolicy, Job, MisfirePolicy
+from telemetry import tracing
 
 S = ExecutionState
 OPEN = [state for state in ExecutionState if state not in TERMINAL]

@@ -12,7 +12,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 
-from executions import runs, tallies, tracing, transitions
+from executions import runs, tallies, transitions
 from executions.models import Execution, Origin, Run
 from executions.services import execution_cancel
 from executions.states import ExecutionState
@@ -24,6 +24,7 @@ from jobs.rows import new_row
 from jobs.states import TERMINAL as JOB_TERMINAL
 from jobs.states import InvalidJobTransition, JobState
 from jobs.versions import version_number, version_one, versions_record
+from telemetry import tracing
 from tenants.models import Tenant
 from tenants.services import SubmitRate, submit_rate_check
 
@@ -121,7 +122,7 @@ def job_create(
     even when the two race: the unique index on (tenant, key) lets exactly one insert win.
     The same key with another body raises IdempotencyConflict.
     `actor` is kept on the job as who created it: its version 1's author (jobs.versions).
-    Traced as `tickwork.create_job`, whose context the execution stores (executions/tracing.py).
+    Traced as `tickwork.create_job`, whose context the execution stores (telemetry/tracing.py).
     """
     with tracing.span("tickwork.create_job", {"tenant.slug": tenant.slug, "job.type": fields.get("type")}) as span:
         made = _job_create(

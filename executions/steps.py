@@ -23,12 +23,13 @@ from typing import Any
 
 from django.db import connection
 
-from executions import observers, tallies, tracing
+from executions import observers, tallies
 from executions.models import Execution, Run
 from executions.moves import FRESH_ATTEMPT, moves
 from executions.states import ExecutionState
 from executions.store import Moved, store
 from jobs import workflow
+from telemetry import tracing
 
 S = ExecutionState
 # What ends a step for good as far as its downstream steps are concerned.

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from django.db import transaction
 from django.db.models import F
 
-from executions import observers, steps, tallies, tracing
+from executions import observers, steps, tallies
 from executions.admission import Admission, LimitOf, choose
 from executions.fingerprints import fingerprint
 from executions.models import Execution, Origin
@@ -32,6 +32,7 @@ from executions.states import REDRIVABLE, RETRYABLE, TERMINAL, ExecutionState
 from executions.storable import storable_json, storable_text
 from executions.store import Beat, Fire, Moved, Started, Success, store
 from jobs.rows import new_row
+from telemetry import tracing
 
 S = ExecutionState
 

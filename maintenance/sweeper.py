@@ -18,7 +18,7 @@ from django.db import close_old_connections, transaction
 from background.loop import StopFlag, run_forever
 from background.publisher import Dispatch, Publisher
 from events.services import events_prune
-from executions import pool_history, runs, tracing, transitions
+from executions import pool_history, runs, transitions
 from executions.clock import db_now
 from executions.scheduling import jobs_prune
 from executions.services import execution_settle_failure
@@ -26,6 +26,7 @@ from executions.states import ExecutionState
 from pools import registry, roles
 from pools.models import Role
 from pools.roles import RoleBeat
+from telemetry import tracing
 
 logger = logging.getLogger(__name__)
 S = ExecutionState

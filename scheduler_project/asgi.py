@@ -2,8 +2,8 @@ import os
 
 from django.core.asgi import get_asgi_application
 
-from executions import tracing
 from scheduler_project import app_loading
+from telemetry import tracing
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
 tracing.setup("api")  # before the middleware is loaded: it is dropped when tracing is off

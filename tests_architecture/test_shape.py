@@ -11,6 +11,7 @@ import grimp
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = [
     "tickwork",
+    "telemetry",
     "tenants",
     "jobs",
     "pools",

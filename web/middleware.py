@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.exceptions import MiddlewareNotUsed
 from django.http import HttpResponse, JsonResponse
 
-from executions import tracing
+from telemetry import tracing
 from web.errors import DATABASE_UNAVAILABLE, DATABASE_UNAVAILABLE_MESSAGE, error_body
 
 # A request id a caller (or its proxy) may give: a UUID, with or without its hyphens, which is
@@ -61,7 +61,7 @@ class DatabaseUnavailableMiddleware:
 
 
 class TracingMiddleware:
-    """A server span per request (executions/tracing.py), continuing the caller's trace when its
+    """A server span per request (telemetry/tracing.py), continuing the caller's trace when its
     request carries a `traceparent` header: the executions a request makes join its trace. Not in
     the chain at all when tracing is off."""
 

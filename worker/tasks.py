@@ -17,7 +17,7 @@ from celery.signals import (
 )
 
 from background.publisher import TASK_NAME
-from executions import tracing
+from telemetry import tracing
 from worker import cancel_relay, registration, runner
 
 # How long a worker process that is ending waits for its queued outcomes to be recorded.
@@ -39,7 +39,7 @@ def record_queued_outcomes(**kwargs) -> None:
 
 @worker_init.connect
 def _trace(**kwargs) -> None:
-    """Tracing, if the OTEL_* variables ask for it (executions/tracing.py), set up in the main
+    """Tracing, if the OTEL_* variables ask for it (telemetry/tracing.py), set up in the main
     process before its pool forks: the SDK starts its export thread again in each pool process."""
     tracing.setup("worker")
 

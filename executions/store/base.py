@@ -51,7 +51,7 @@ class Moved(NamedTuple):
     origin: str
     scheduled_for: datetime
     run_id: uuid.UUID | None = None  # a workflow step's run
-    traceparent: str = ""  # the trace it was made in (executions/tracing.py); "" when untraced
+    traceparent: str = ""  # the trace it was made in (telemetry/tracing.py); "" when untraced
 
 
 MOVED_COLUMNS = (
@@ -68,7 +68,7 @@ class Fire:
     pool: str
     priority: int
     scheduled_for: datetime
-    traceparent: str = ""  # the fire's own trace (executions/tracing.py); "" when untraced
+    traceparent: str = ""  # the fire's own trace (telemetry/tracing.py); "" when untraced
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class Started:
     step: str = ""
     event_id: uuid.UUID | None = None  # the event that started it, if one did
     pool: str = ""
-    traceparent: str = ""  # the trace its run span joins (executions/tracing.py)
+    traceparent: str = ""  # the trace its run span joins (telemetry/tracing.py)
 
 
 @dataclass(frozen=True)

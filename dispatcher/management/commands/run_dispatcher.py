@@ -3,7 +3,7 @@ from django.core.management.base import BaseCommand
 from background.loop import StopFlag
 from background.publisher import CeleryPublisher
 from dispatcher.dispatcher import serve
-from executions import tracing
+from telemetry import tracing
 
 
 class Command(BaseCommand):

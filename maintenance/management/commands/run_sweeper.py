@@ -2,8 +2,8 @@ from django.core.management.base import BaseCommand
 
 from background.loop import StopFlag
 from background.publisher import CeleryPublisher
-from executions import tracing
 from maintenance.sweeper import serve
+from telemetry import tracing
 
 
 class Command(BaseCommand):

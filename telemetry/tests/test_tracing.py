@@ -1,4 +1,4 @@
-"""Tracing in process (executions/tracing.py): a job made through the API, claimed and published
+"""Tracing in process (telemetry/tracing.py): a job made through the API, claimed and published
 by the dispatcher's unit of work and run by the worker's runner, all here, with the spans kept in
 memory. One trace links the request, the dispatch and the run; a workflow run's steps and a
 retried execution's attempts stay in it; a cron job's next fire starts a trace of its own. With
@@ -21,9 +21,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import testing.handlers_for_tests  # noqa: F401  (registers test-traced)
 from events.tests.factories import event_job, workflow_event_job
-from executions import tracing
 from executions.models import Execution
 from maintenance import sweeper
+from telemetry import tracing
 from testing.harness import wait_for
 from testing.steps import dispatch, start
 from web.middleware import TracingMiddleware

@@ -2,7 +2,7 @@
 
 import pytest
 
-from executions import tracing
+from telemetry import tracing
 
 
 @pytest.mark.parametrize(

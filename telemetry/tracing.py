@@ -32,15 +32,12 @@ import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-if TYPE_CHECKING:  # the ASGI application sets tracing up before Django's models can be imported
-    from executions.store import Moved, Started
 
 logger = logging.getLogger(__name__)
 
@@ -259,6 +256,53 @@ def fire_traceparent(*, job_id: Any, scheduled_for: Any, previous: str = "") -> 
         return context
 
 
+class Moved(Protocol):
+    """What the dispatch and sweep spans read of an execution a move returned (the store's
+    `Moved` rows): described here, since this floor imports nothing of the executions above it."""
+
+    @property
+    def id(self) -> Any: ...
+    @property
+    def job_id(self) -> Any: ...
+    @property
+    def tenant_id(self) -> int: ...
+    @property
+    def pool(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def lease_token(self) -> int: ...
+    @property
+    def worker_id(self) -> str: ...
+    @property
+    def origin(self) -> str: ...
+    @property
+    def run_id(self) -> Any: ...
+    @property
+    def traceparent(self) -> str: ...
+
+
+class Started(Protocol):
+    """What the run span reads of a run a worker started (the store's `Started`)."""
+
+    @property
+    def id(self) -> Any: ...
+    @property
+    def job_id(self) -> Any: ...
+    @property
+    def tenant_slug(self) -> str: ...
+    @property
+    def pool(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def run_id(self) -> Any: ...
+    @property
+    def step(self) -> str: ...
+    @property
+    def traceparent(self) -> str: ...
+
+
 class Dispatching:
     """The dispatcher's spans of one claim: a `tickwork.dispatch` span per claimed execution
     that has a trace context, a child of it, from the claim's start to its message's publish.
@@ -290,7 +334,7 @@ class Dispatching:
 _NOT_DISPATCHING = Dispatching({})
 
 
-def dispatching(claimed: Iterable["Moved"], *, began_ns: int) -> Dispatching:
+def dispatching(claimed: Iterable[Moved], *, began_ns: int) -> Dispatching:
     """The dispatch spans of the executions just claimed (`began_ns`: when the claim began)."""
     if _tracer is None:
         return _NOT_DISPATCHING
@@ -322,7 +366,7 @@ def dispatching(claimed: Iterable["Moved"], *, began_ns: int) -> Dispatching:
     )
 
 
-def swept(moved: Iterable["Moved"], *, action: str, error: bool) -> None:
+def swept(moved: Iterable[Moved], *, action: str, error: bool) -> None:
     """The sweeper took these executions back (`action`: worker_lost, timed_out, force_cancelled):
     a `tickwork.sweep` span in each one's trace says so, where the attempt's own run span may
     never have ended (its worker died). An error for what the retry policy then resolves."""
@@ -357,7 +401,7 @@ def now_ns() -> int:
 
 
 @contextmanager
-def run_span(started: "Started", *, handler: str) -> Iterator[Span | None]:
+def run_span(started: Started, *, handler: str) -> Iterator[Span | None]:
     """The worker's `tickwork.run` span of one attempt, a child of the execution's stored context
     (a new trace if it has none), current while the handler runs so that its own spans nest in
     it. Give it the outcome with `outcome`; a handler's exception is recorded by `failed`."""

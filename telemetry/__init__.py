@@ -1,0 +1,2 @@
+"""OpenTelemetry, the one package that speaks it (tracing.py): on the ground floor, so that every
+layer above can trace its own work."""
