@@ -10,7 +10,6 @@ from django.db.models import Count, Q, QuerySet
 from alerts import evaluation
 from alerts.evaluation import Breach, DueFire
 from alerts.models import AlertKind, AlertRule
-from executions.backlog import due_work
 from executions.models import Execution, Origin
 from executions.states import ExecutionState
 from jobs import registry
@@ -19,6 +18,7 @@ from jobs.states import JobState
 from pools import registry as workers
 from pools import roles
 from pools.models import Role
+from readmodels.backlog import due_work
 
 K = AlertKind
 S = ExecutionState

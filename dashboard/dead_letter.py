@@ -1,10 +1,10 @@
-"""The dashboard's actions on a whole error group of the dead letter (executions/dead_letter.py):
+"""The dashboard's actions on a whole error group of the dead letter (readmodels/dead_letter.py):
 retry (re-drive) or discard every DEAD execution of one fingerprint. Audited as the bulk retry
 is: one audit row per execution, all of one request sharing a request id.
 
 An action is one pass over the executions that were in the group when it began, each tried at
-most once (executions.dead_letter.group_act): a group can hold tens of thousands, so a request
-works through its pass in batches for a bounded time (executions.dead_letter.ACTION_SECONDS) and
+most once (readmodels.dead_letter.group_act): a group can hold tens of thousands, so a request
+works through its pass in batches for a bounded time (readmodels.dead_letter.ACTION_SECONDS) and
 answers with how many of the pass remain; the page offers to continue that pass. Nothing is left
 half-done: each batch commits with its audit rows.
 """
@@ -16,8 +16,9 @@ from django.db import transaction
 
 from dashboard.models import AuditOutcome
 from dashboard.services import Actor, Target, audit_record, executions_retry_audited
-from executions.dead_letter import GroupAction, Pass, executions_discard, group_act
 from executions.models import Execution
+from executions.services import executions_discard
+from readmodels.dead_letter import GroupAction, Pass, group_act
 
 GROUP_ACTIONS = ("retry", "discard")
 

@@ -1,6 +1,6 @@
 """The executions page's list: latest activity first, one search box, filters, and pages that stay
 correct while rows change (a cursor, not an offset). Split from dashboard/selectors.py, whose
-scoping it uses: every query starts from executions.selectors.execution_list(scope=…)."""
+scoping it uses: every query starts from readmodels.selectors.execution_list(scope=…)."""
 
 import uuid
 from dataclasses import dataclass, replace
@@ -11,8 +11,8 @@ from django.db.models import Q
 from dashboard.queries import OverBudget, queries
 from dashboard.selectors import STATE_ORDER, narrow_scope
 from executions.models import Execution
-from executions.selectors import execution_list
 from jobs.selectors import job_list
+from readmodels.selectors import execution_list
 from web.id_search import id_span
 
 PAGE_SIZE = 50

@@ -15,13 +15,13 @@ from django.db.models import Count
 from dashboard import time_axis
 from dashboard.selectors import LastHour
 from executions.clock import db_now
-from executions.pool_history import Bucket, history
-from executions.selectors import execution_list
 from executions.states import ExecutionState
 from jobs import registry as job_registry
 from pools import registry
 from pools.models import PoolPause
 from pools.models import Worker as WorkerRow
+from readmodels.pool_history import Bucket, history
+from readmodels.selectors import execution_list
 
 S = ExecutionState
 # The most registry rows the page lists (live ones first); the sweeper forgets a worker a day
@@ -155,7 +155,7 @@ def charts(*, scope: list[int] | None, now: datetime, chosen: Range, hour: LastH
     backlog and the admitted work (QUEUED + RUNNING) at each bucket's busiest minute.
 
     The hour's throughput and lag are the exact reads of `hour` (the executions themselves,
-    current to the second); longer ranges read the pools' minute samples (executions/pool_history.py),
+    current to the second); longer ranges read the pools' minute samples (readmodels/pool_history.py),
     a bounded index range whatever the history. The queue's history is only in the samples."""
     end = _edge(now, chosen.bucket) + chosen.bucket
     since = end - chosen.span

@@ -1,4 +1,4 @@
-"""The execution page's logs panel: what one attempt of the execution logged (executions/logs.py),
+"""The execution page's logs panel: what one attempt of the execution logged (readmodels/logs.py),
 and whether the page follows it live.
 
 The lines commit no execution events, so the live feed cannot say when there are more: while the
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
-from executions.logs import log_attempts, log_dropped, log_lines
 from executions.models import Execution, ExecutionLog
 from executions.states import ExecutionState
+from readmodels.logs import log_attempts, log_dropped, log_lines
 
 # The most lines the page shows of an attempt; past it, the panel points to the API, which has them
 # all (an attempt keeps TICKWORK_LOG_LINES_PER_ATTEMPT, 1,000 by default: all of them fit).

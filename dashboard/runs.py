@@ -18,11 +18,11 @@ from django.db.models import Count, OuterRef, QuerySet, Subquery
 
 from dashboard.run_graph import Graph, Node, layout
 from executions.models import Execution, ExecutionEvent, Run
-from executions.runs import UNFINISHED_RUN_STATES, run_state
-from executions.selectors import execution_list
 from executions.states import ExecutionState
 from jobs import workflow
 from jobs.models import Job
+from readmodels.runs import UNFINISHED_RUN_STATES, run_state
+from readmodels.selectors import execution_list
 
 S = ExecutionState
 PAGE_SIZE = 50
@@ -94,7 +94,7 @@ class RunDetail:
 
 def run_detail(*, scope: list[int] | None, run: Run) -> RunDetail:
     """The run's steps, each with its execution (one query for all of them), the run's state as
-    executions.runs.run_state derives it, and the graph's layout."""
+    readmodels.runs.run_state derives it, and the graph's layout."""
     last_event = ExecutionEvent.objects.filter(execution=OuterRef("pk")).order_by("-at", "-id")
     executions = {
         execution.step: execution

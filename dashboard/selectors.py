@@ -17,15 +17,15 @@ from django.db.models.functions import TruncMinute
 
 from audit.models import ActorKind, AuditEntry
 from dashboard.queries import queries
-from executions.backlog import due_work
-from executions.last_runs import failing
 from executions.models import Execution, ExecutionEvent
-from executions.selectors import execution_list, job_resume_preview
 from executions.states import TERMINAL, ExecutionState
 from jobs import cron, recurrence
 from jobs.models import Job
 from jobs.selectors import job_list
 from jobs.states import InvalidJobTransition, JobState
+from readmodels.backlog import due_work
+from readmodels.last_runs import failing
+from readmodels.selectors import execution_list, job_resume_preview
 from tenants.models import Tenant
 from web.id_search import id_span
 
@@ -161,7 +161,7 @@ class LastHour:
 
 def last_hour(*, scope: list[int] | None, now: datetime) -> LastHour:
     """Executions finished per minute (by outcome) and the start lag (from when the work could
-    first run: executions/start_lag.py) per minute of start, over the 60 minutes before `now`.
+    first run: readmodels/start_lag.py) per minute of start, over the 60 minutes before `now`.
 
     Both read a bounded range of the partial index on finished_at; runs still going are the
     RUNNING rows (their own partial index). Nothing older than the hour is touched.
@@ -230,7 +230,7 @@ class PoolDepth:
 
 
 def queue_depths(*, scope: list[int] | None, now: datetime) -> list[PoolDepth]:
-    """Per pool: the due backlog and apart what pauses hold (executions/backlog.py, on the due
+    """Per pool: the due backlog and apart what pauses hold (readmodels/backlog.py, on the due
     index), QUEUED (the republish index), RUNNING (the lease index). Each partial index holds
     only live work, so the cost follows the backlog, never the history."""
     from jobs import registry
@@ -262,7 +262,7 @@ class JobFilters:
     pool: str = ""
     handler: str = ""
     tenant: str = ""
-    failing: bool = False  # only jobs whose last run ended DEAD (executions.last_runs.failing)
+    failing: bool = False  # only jobs whose last run ended DEAD (readmodels.last_runs.failing)
 
     @classmethod
     def of(cls, query: Any) -> "JobFilters":
@@ -347,7 +347,7 @@ def next_fires(*, job: Job, now: datetime, count: int) -> list[Fire]:
 
 def resume_question(*, job: Job, now: datetime) -> str | None:
     """The resume button's confirmation for a paused job: what resuming would run and skip (the
-    API's dry run, executions.selectors.job_resume_preview). None when the job is not paused."""
+    API's dry run, readmodels.selectors.job_resume_preview). None when the job is not paused."""
     try:
         preview = job_resume_preview(job=job, now=now, limit=3)
     except InvalidJobTransition:

@@ -1,7 +1,7 @@
 """The dashboard's triage pages: the dead letter grouped by error fingerprint, one group's
 executions, and the group actions (retry or discard every DEAD execution of a group). Thin like
 dashboard/views.py, whose login, scoping and page frame they use; the reads are
-executions/dead_letter.py's, the writes dashboard/dead_letter.py's (audited)."""
+readmodels/dead_letter.py's, the writes dashboard/dead_letter.py's (audited)."""
 
 from django.contrib import messages
 from django.http import Http404, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
@@ -12,10 +12,10 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard.dead_letter import GROUP_ACTIONS, dead_letter_group_act
 from dashboard.services import Actor
 from dashboard.views import CANCELLABLE, ScopedRequest, _page, _with_pending_reasons, operator_view
-from executions import dead_letter
 from executions.clock import db_now
 from executions.fingerprints import masked
 from executions.states import REDRIVABLE
+from readmodels import dead_letter
 
 GROUP_PAGE_ROWS = 50
 

@@ -26,8 +26,6 @@ from dashboard.banner import banner_context
 from dashboard.models import AuditOutcome
 from dashboard.services import ActionRefused, Actor, Target
 from executions.clock import db_now
-from executions.pending_reasons import pending_reasons
-from executions.selectors import execution_get, execution_list
 from executions.states import ACTIVE as EXECUTION_ACTIVE
 from executions.states import REDRIVABLE, ExecutionState
 from jobs import registry
@@ -38,6 +36,8 @@ from jobs.selectors import job_list as jobs_in_scope
 from jobs.states import TERMINAL as JOB_TERMINAL
 from jobs.states import JobState
 from jobs.versions import changes_between, version_get, version_list
+from readmodels.pending_reasons import pending_reasons
+from readmodels.selectors import execution_get, execution_list
 from tenants.selectors import scope_of, tenant_for_create
 from web.json_input import printable
 

@@ -1,4 +1,5 @@
-"""What a handler logged during its attempts: the statements that store the lines and read them.
+"""What a handler logged during its attempts: the statements that store the lines (read back by
+readmodels/logs.py).
 
 The worker captures the lines (worker/log_capture.py) and writes them here in batches: one INSERT
 per batch, never one per line. An attempt keeps at most TICKWORK_LOG_LINES_PER_ATTEMPT lines; past
@@ -10,9 +11,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Max, Q, QuerySet
+from django.db.models import Max
 
-from executions.models import Execution, ExecutionLog
+from executions.models import ExecutionLog
 
 # The marker's logger: the scheduler's, not a handler's.
 MARKER_LOGGER = "tickwork"
@@ -82,35 +83,3 @@ def log_marker_write(*, execution_id: Any, attempt: int, seq: int, at: datetime,
             ],
             ignore_conflicts=True,
         )
-
-
-def log_lines(*, execution: Execution, attempt: int | None = None, after: tuple[int, int] | None = None) -> QuerySet:
-    """The execution's lines in order (attempt, then seq): all of them, or `attempt`'s; only
-    those after the line `after` = (attempt, seq), when given (the next page, or a tail)."""
-    lines = ExecutionLog.objects.filter(execution=execution)
-    if attempt is not None:
-        lines = lines.filter(attempt=attempt)
-    if after is not None:
-        after_attempt, after_seq = after
-        lines = lines.filter(Q(attempt__gt=after_attempt) | Q(attempt=after_attempt, seq__gt=after_seq))
-    return lines.order_by("attempt", "seq")
-
-
-def log_dropped(*, execution: Execution) -> dict[int, int]:
-    """Per attempt of the execution that dropped lines past its bound: how many."""
-    dropped: dict[int, int] = {}
-    for attempt, count in ExecutionLog.objects.filter(execution=execution, dropped__gt=0).values_list(
-        "attempt", "dropped"
-    ):
-        dropped[attempt] = dropped.get(attempt, 0) + count
-    return dropped
-
-
-def log_attempts(*, execution: Execution) -> list[int]:
-    """The attempts of the execution that logged something, in order."""
-    return list(
-        ExecutionLog.objects.filter(execution=execution)
-        .values_list("attempt", flat=True)
-        .distinct()
-        .order_by("attempt")
-    )

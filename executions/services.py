@@ -1,8 +1,11 @@
-"""Writes on executions that people and services ask for (cancel, re-drive), and the retry
-policy's verdict after a failure. Each says what it guarantees; the moves are named transitions."""
+"""Writes on executions that people and services ask for (cancel, re-drive, discard from the dead
+letter), and the retry policy's verdict after a failure. Each says what it guarantees; the moves
+are named transitions."""
 
 import random
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 
@@ -70,6 +73,13 @@ def execution_redrive(*, execution: Execution, now: datetime, reason: str = "re-
         # A step's downstream steps, cancelled because it failed, wait for it again.
         steps.reopen_downstream(run_id=execution.run_id, step=execution.step, now=now)
     return Execution.objects.get(pk=execution.pk)
+
+
+def executions_discard(*, executions: Sequence[Execution], now: datetime, reason: str) -> set[Any]:
+    """DEAD → DISCARDED for those of `executions` still DEAD (one statement, in the caller's
+    transaction when there is one). Returns the ids moved."""
+    moved = transitions.discard_dead_many([e.pk for e in executions], now=now, reason=reason)
+    return {m.id for m in moved}
 
 
 def execution_settle_failure(

@@ -1,6 +1,6 @@
 """The sweeper: take back what crashed, stalled or overstayed, prune history (executions,
 ended jobs, events, forgotten workers), and record each pool's minute as it ends (the
-dashboard's charts of hours and days: executions/pool_history.py).
+dashboard's charts of hours and days: maintenance/pool_history.py).
 
 `run_once` is one unit of work and returns counts; each of its steps is one named, set-based,
 batch-limited transition (SKIP LOCKED on PostgreSQL, so any number of sweepers can run). `serve`
@@ -18,11 +18,12 @@ from django.db import close_old_connections, transaction
 from background.loop import StopFlag, run_forever
 from background.publisher import Dispatch, Publisher
 from events.services import events_prune
-from executions import pool_history, runs, transitions
+from executions import runs, transitions
 from executions.clock import db_now
 from executions.scheduling import jobs_prune
 from executions.services import execution_settle_failure
 from executions.states import ExecutionState
+from maintenance import pool_history
 from pools import registry, roles
 from pools.models import Role
 from pools.roles import RoleBeat
@@ -136,7 +137,7 @@ def run_once(*, now: datetime, publisher: Publisher, config: SweeperSettings | N
 
 def record_history(*, now: datetime) -> int:
     """The pools' minute that ended last, if no sweeper recorded it yet, and the pruning of the
-    minutes past their keep (executions/pool_history.py). Apart from `run_once`: it is
+    minutes past their keep (maintenance/pool_history.py). Apart from `run_once`: it is
     bookkeeping of the minute, not work to take back, and never a reason to sweep again at once."""
     return pool_history.record(now=now) + pool_history.prune(now=now)
 

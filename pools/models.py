@@ -107,7 +107,7 @@ class PoolPause(models.Model):
 
 class PoolSample(models.Model):
     """One minute of one pool, for one tenant or (tenant null) for every tenant together, as the
-    sweeper saw it when the minute ended (executions/pool_history.py): the queue then (due
+    sweeper saw it when the minute ended (maintenance/pool_history.py): the queue then (due
     backlog, queued, running) and what happened in the minute (finished by outcome, started and
     their start lag). The dashboard's charts of 24 hours and 7 days read these, not the
     executions: staff read the pools' totals (a row per pool per minute, however many tenants),
@@ -118,7 +118,7 @@ class PoolSample(models.Model):
     tenant = models.ForeignKey(
         "tenants.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False, null=True, blank=True
     )
-    due = models.PositiveIntegerField(default=0)  # the due backlog at the minute's end (executions/backlog.py)
+    due = models.PositiveIntegerField(default=0)  # the due backlog at the minute's end (readmodels/backlog.py)
     queued = models.PositiveIntegerField(default=0)  # admitted, on the broker, at the minute's end
     running = models.PositiveIntegerField(default=0)  # at the minute's end
     succeeded = models.PositiveIntegerField(default=0)  # finished in the minute

@@ -220,7 +220,7 @@ SPECTACULAR_SETTINGS = {
     # hashed names.
     "ENUM_NAME_OVERRIDES": {
         "ExecutionStateEnum": "executions.states.ExecutionState",
-        "RunStateEnum": "executions.runs.RUN_STATES",
+        "RunStateEnum": "readmodels.runs.RUN_STATES",
         "JobStateEnum": "jobs.states.JobState",
         "JobTypeEnum": "jobs.models.JobType.values",
         "ChannelTypeEnum": "web.api.alert_serializers.CHANNEL_TYPES",

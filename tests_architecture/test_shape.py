@@ -16,6 +16,7 @@ PRODUCT = [
     "jobs",
     "pools",
     "executions",
+    "readmodels",
     "events",
     "background",
     "dispatcher",

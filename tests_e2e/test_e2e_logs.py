@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from executions import logs
 from executions.models import Execution
+from readmodels import logs
 from testing.harness import execution_in, wait_for
 
 pytestmark = pytest.mark.e2e

@@ -1,7 +1,7 @@
 """GET /metrics: Prometheus' text format, for a staff session or `Authorization: Bearer
 <TICKWORK_METRICS_TOKEN>` (when that is set), and nobody else.
 
-Every value is read from the store when scraped (executions/metrics.py), through a collector of
+Every value is read from the store when scraped (readmodels/metrics.py), through a collector of
 its own on a registry of its own: no process keeps a counter, so the numbers are the whole
 installation's and a replaced worker process changes none of them. docs/metrics.md lists the
 metrics, their labels and why their cardinality stays bounded (tenant: at most
@@ -24,8 +24,8 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from executions.clock import db_now
-from executions.metrics import Snapshot, metrics_snapshot
 from executions.tallies import Histogram
+from readmodels.metrics import Snapshot, metrics_snapshot
 from web.audit import audit_failed_authentication
 
 _lock = threading.Lock()

@@ -9,8 +9,8 @@ from datetime import datetime
 
 from django.db.models import QuerySet
 
-from executions.start_lag import start_lag_seconds
 from executions.tallies import percentile
+from readmodels.start_lag import start_lag_seconds
 
 # Start lags per minute of start: {minute: (p50, p99)}, and over all: (count, p50, p99); seconds.
 PerMinute = dict[datetime, tuple[float | None, float | None]]
@@ -32,7 +32,7 @@ class Queries:
         return None
 
     def start_lags(self, started: QuerySet) -> tuple[PerMinute, Overall]:
-        """p50 and p99 of the start lag (from when the work could first run: executions/start_lag.py)
+        """p50 and p99 of the start lag (from when the work could first run: readmodels/start_lag.py)
         of `started`, per minute of start and over all."""
         by_minute: dict[datetime, list[float]] = {}
         every: list[float] = []

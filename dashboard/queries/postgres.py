@@ -11,7 +11,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import F, FloatField, Func, QuerySet
 
 from dashboard.queries.base import Overall, OverBudget, PerMinute, Queries
-from executions.start_lag import could_run_from
+from readmodels.start_lag import could_run_from
 
 
 class PostgresQueries(Queries):

@@ -8,8 +8,8 @@ from typing import Any
 from django import template
 from django.utils.html import format_html
 
-from executions.durations import duration, milliseconds
-from executions.last_runs import last_run as read_last_run
+from readmodels.durations import duration, milliseconds
+from readmodels.last_runs import last_run as read_last_run
 
 register = template.Library()
 
@@ -28,7 +28,7 @@ _EXECUTION_TONE = {
 }
 # Shorter words where the full name would not fit a badge.
 _LABELS = {"FAILED_WORKER_LOST": "WORKER LOST"}
-# A run's state (executions.runs.run_state): FAILED means a step ended DEAD.
+# A run's state (readmodels.runs.run_state): FAILED means a step ended DEAD.
 _RUN_TONE = {"RUNNING": "blue", "SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "muted"}
 _JOB_TONE = {"ACTIVE": "green", "PAUSED": "amber", "CANCELLED": "muted", "COMPLETED": "neutral"}
 _OUTCOME_TONE = {"OK": "green", "REFUSED": "amber", "INVALID": "amber", "NOT_FOUND": "muted", "ERROR": "red"}
@@ -72,7 +72,7 @@ def run_badge(state: str) -> str:
 
 
 # The last run's states that make a finished one-off read as failed rather than completed: an
-# execution's (DEAD) or a run's (FAILED, executions.runs.run_state).
+# execution's (DEAD) or a run's (FAILED, readmodels.runs.run_state).
 _FAILED_RUN = frozenset({"DEAD", "DISCARDED", "FAILED"})
 
 
@@ -92,7 +92,7 @@ def job_badge(state: str, last_run_state: str = "") -> str:
 
 @register.filter
 def last_run(job: Any) -> Any:
-    """The job's last run (executions.last_runs): its state in run terms and when it moved."""
+    """The job's last run (readmodels.last_runs): its state in run terms and when it moved."""
     return read_last_run(job)
 
 
@@ -143,7 +143,7 @@ def ms(value: float | None) -> str:
 
 @register.filter(name="duration")
 def duration_filter(seconds: float | None) -> str:
-    """A number of seconds as people read it (executions/durations.py): 15 h 25 min."""
+    """A number of seconds as people read it (readmodels/durations.py): 15 h 25 min."""
     return "—" if seconds is None else duration(seconds)
 
 

@@ -12,8 +12,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from dashboard.templatetags.dashboard import utc
-from executions.durations import duration, period
 from jobs.models import JobType
+from readmodels.durations import duration, period
 
 register = template.Library()
 

@@ -7,10 +7,11 @@ import pytest
 from django.utils import timezone
 
 from dashboard.models import AuditEntry
-from executions import dead_letter, transitions
+from executions import transitions
 from executions.fingerprints import fingerprint
 from executions.models import Execution
 from executions.states import ExecutionState as S
+from readmodels import dead_letter
 
 pytestmark = pytest.mark.django_db
 
@@ -176,7 +177,7 @@ def test_the_group_page_shows_the_error_and_its_executions(member_client, dead_w
 def test_discarding_keeps_the_metrics_counters(dead_with, tenant):
     """A discarded execution still counts as the DEAD end it had; no DISCARDED end appears."""
     from executions import tallies
-    from executions.dead_letter import executions_discard
+    from executions.services import executions_discard
 
     execution = dead_with(tenant, "KeyError: 'k'")
 

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from executions.scheduling import job_pause
-from executions.selectors import job_resume_preview
+from readmodels.selectors import job_resume_preview
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""The resume dry run (executions.selectors.job_resume_preview) agrees with what resume then does
+"""The resume dry run (readmodels.selectors.job_resume_preview) agrees with what resume then does
 through the dispatcher, under each misfire policy: the fires it says would run are the ones the
 dispatcher publishes, the ones it says would be skipped are cancelled or never materialised, and
 the fire it says is left pending is."""
@@ -10,10 +10,10 @@ from django.utils import timezone
 
 from executions.models import Execution, ExecutionEvent
 from executions.scheduling import job_pause, job_resume
-from executions.selectors import job_resume_preview
 from jobs import cron
 from jobs.models import Job
 from jobs.states import InvalidJobTransition
+from readmodels.selectors import job_resume_preview
 from testing.steps import dispatch
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""The metrics' counters (executions/tallies.py, executions/metrics.py): what the store holds plus
+"""The metrics' counters (executions/tallies.py, readmodels/metrics.py): what the store holds plus
 what was folded, so that pruning, deleting, re-driving and moving executions never lowers one."""
 
 from datetime import timedelta
@@ -10,13 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from executions import transitions
-from executions.metrics import OTHER_TENANTS, metrics_snapshot, top_tenants
 from executions.models import Execution, ExecutionTotal
 from executions.scheduling import job_update
 from executions.services import execution_redrive
 from executions.states import ExecutionState as S
 from executions.tallies import LAG_BUCKETS, Histogram, Tally, difference
 from jobs.models import Job
+from readmodels.metrics import OTHER_TENANTS, metrics_snapshot, top_tenants
 from tenants.models import Tenant
 from tenants.services import tenant_create
 from web.admin import ExecutionAdmin, JobAdmin, TenantAdmin

@@ -13,6 +13,7 @@ from executions.services import execution_redrive, execution_settle_failure
 from executions.states import InvalidTransition
 from executions.store import Success
 from jobs.models import Job
+from readmodels.runs import run_state
 from testing.steps import claim, start
 
 pytestmark = pytest.mark.django_db
@@ -50,9 +51,9 @@ def test_a_run_is_pending_until_one_of_its_steps_has_begun(tenant, make_job):
     root = _steps(job)["a"]
     assert root.scheduled_for > now and root.scheduled_for.hour == 2
 
-    assert runs.run_state((e.state, e.attempt) for e in _steps(job).values()) == "PENDING"
+    assert run_state((e.state, e.attempt) for e in _steps(job).values()) == "PENDING"
     assert transitions.queue_many([root.pk], now=now, publish_grace=timedelta(seconds=30))
-    assert runs.run_state((e.state, e.attempt) for e in _steps(job).values()) == "RUNNING"
+    assert run_state((e.state, e.attempt) for e in _steps(job).values()) == "RUNNING"
 
 
 @pytest.mark.parametrize(
@@ -68,7 +69,7 @@ def test_a_run_is_pending_until_one_of_its_steps_has_begun(tenant, make_job):
     ],
 )
 def test_a_runs_state_from_its_steps(steps, state):
-    assert runs.run_state(steps) == state
+    assert run_state(steps) == state
 
 
 def _run_step(execution_id, now, result=None):
@@ -117,7 +118,7 @@ def test_the_diamond_releases_each_step_once_after_all_its_upstream_steps_succee
     claim(later)
     _run_step(steps["d"].pk, later)
     assert Job.objects.get(pk=job.pk).state == "COMPLETED"  # a one-off workflow job ends with its run
-    assert runs.run_state((e.state, e.attempt) for e in _steps(job).values()) == "SUCCEEDED"
+    assert run_state((e.state, e.attempt) for e in _steps(job).values()) == "SUCCEEDED"
 
 
 def test_a_dead_step_cancels_its_downstream_steps_and_not_the_others_and_a_redrive_reopens_them(tenant, make_job):
@@ -135,7 +136,7 @@ def test_a_dead_step_cancels_its_downstream_steps_and_not_the_others_and_a_redri
     assert cancelled.message == "upstream step 'b' ended DEAD"
     assert Job.objects.get(pk=job.pk).state == "ACTIVE"  # c can still run
     _run_step(steps["c"].pk, now)
-    assert runs.run_state((e.state, e.attempt) for e in _steps(job).values()) == "FAILED"
+    assert run_state((e.state, e.attempt) for e in _steps(job).values()) == "FAILED"
     assert Job.objects.get(pk=job.pk).state == "COMPLETED"
 
     execution_redrive(execution=Execution.objects.get(pk=steps["b"].pk), now=now)
@@ -160,7 +161,7 @@ def test_cancelling_a_run_cancels_its_unfinished_steps_with_the_runs_reason(tena
     )
     assert messages == {"run cancelled by ada"}
     assert Job.objects.get(pk=job.pk).state == "COMPLETED"
-    assert runs.run_state((e.state, e.attempt) for e in _steps(job).values()) == "CANCELLED"
+    assert run_state((e.state, e.attempt) for e in _steps(job).values()) == "CANCELLED"
 
 
 def test_a_step_runs_with_its_own_retry_policy(tenant, make_job):

@@ -1,5 +1,5 @@
 """The dead letter by error group: `GET /v1/dead-letter/groups` and
-`POST /v1/dead-letter/groups/{fingerprint}/retry` · `/discard` (executions/dead_letter.py).
+`POST /v1/dead-letter/groups/{fingerprint}/retry` · `/discard` (readmodels/dead_letter.py).
 
 A group is the caller's DEAD executions whose errors share a fingerprint (the error with its
 numbers, ids, quoted values and times masked). Retry re-drives each as its next attempt; discard
@@ -18,10 +18,10 @@ from rest_framework.views import APIView
 
 from audit.models import AuditOutcome
 from audit.services import REFUSALS, Actor, Target, audit_record, audit_records, entry
-from executions import dead_letter
 from executions.clock import db_now
 from executions.models import Execution
-from executions.services import execution_redrive
+from executions.services import execution_redrive, executions_discard
+from readmodels import dead_letter
 from tenants.selectors import scope_of
 from web.audit import api_actor, request_uuid
 from web.rest import GivenIfEmpty, refuse_unknown_parameters
@@ -145,7 +145,7 @@ def _discard(batch: list[Execution], actor: Actor, request_id: uuid.UUID) -> tup
     """The batch in one statement, with an audit row per execution, in one transaction."""
     now = db_now()
     with transaction.atomic():
-        moved = dead_letter.executions_discard(
+        moved = executions_discard(
             executions=batch, now=now, reason=f"discarded with its error group by {actor.username}"
         )
         audit_records(

@@ -1,4 +1,4 @@
-"""`GET /v1/executions/{id}/logs`: what the handler logged during each attempt (executions/logs.py).
+"""`GET /v1/executions/{id}/logs`: what the handler logged during each attempt (readmodels/logs.py).
 
 Paged by position, not by DRF's cursor: a line's place is (attempt, seq), and `after=<attempt>.<seq>`
 asks for the lines after that one, in order. `next` is this query with `after` at the page's
@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
-from executions.logs import log_dropped, log_lines
+from readmodels.logs import log_dropped, log_lines
 from web.api.executions import execution_or_404
 from web.rest import GivenIfEmpty
 

@@ -3,8 +3,8 @@ from rest_framework import serializers
 
 from executions.clock import db_now
 from executions.models import Execution
-from executions.pending_reasons import REASONS, Reason, pending_reasons
 from executions.states import ExecutionState
+from readmodels.pending_reasons import REASONS, Reason, pending_reasons
 from web.api.job_fields import StoredChoiceField
 
 
@@ -130,6 +130,6 @@ class ExecutionDetailSerializer(ExecutionSerializer):
 
     @extend_schema_field(ExecutionEventSerializer(many=True))
     def get_events(self, execution: Execution) -> list[dict]:
-        from executions.selectors import execution_events
+        from readmodels.selectors import execution_events
 
         return ExecutionEventSerializer(execution_events(execution=execution), many=True).data  # type: ignore[return-value]  # a ReturnList

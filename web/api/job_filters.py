@@ -1,8 +1,8 @@
 import django_filters
 
-from executions.last_runs import failing
 from jobs.models import Job, JobType
 from jobs.states import JobState
+from readmodels.last_runs import failing
 
 
 def invalid_choice_message(choices) -> dict[str, str]:

@@ -7,12 +7,12 @@ from django.utils import timezone as django_timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from executions.runs import RUN_STATES
 from executions.scheduling import MAX_BULK_JOBS
 from jobs import cron, registry
 from jobs.models import RECURRING_TYPES, Backoff, ConcurrencyPolicy, Job, JobType, MisfirePolicy, Priority
 from jobs.payloads import StrictSerializer
 from jobs.states import JobState
+from readmodels.runs import RUN_STATES
 from web.api.event_serializers import EventNameField
 from web.api.execution_serializers import ExecutionSerializer
 from web.api.job_fields import (
@@ -328,9 +328,9 @@ class JobOutputSerializer(serializers.Serializer):
 
 
 def _last_run_of(job: Job):
-    """The job's last run, as a list page filled it in (executions.last_runs.last_runs, two
+    """The job's last run, as a list page filled it in (readmodels.last_runs.last_runs, two
     statements for the page), or read for this job alone."""
-    from executions.last_runs import last_run
+    from readmodels.last_runs import last_run
 
     found = getattr(job, "last_run", None)
     if found is None:
@@ -343,7 +343,7 @@ class JobDetailOutputSerializer(JobOutputSerializer):
 
     @extend_schema_field(ExecutionSerializer(many=True))
     def get_latestExecutions(self, job: Job) -> list[dict]:
-        from executions.selectors import latest_executions
+        from readmodels.selectors import latest_executions
 
         return ExecutionSerializer(latest_executions(job_id=job.pk), many=True).data  # type: ignore[return-value]  # a ReturnList
 

@@ -18,7 +18,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from executions.clock import db_now
-from executions.last_runs import attach_last_runs
 from executions.models import Execution
 from executions.scheduling import (
     MAX_BULK_JOBS,
@@ -33,11 +32,12 @@ from executions.scheduling import (
     jobs_create_bulk,
     request_fingerprint,
 )
-from executions.selectors import execution_list, job_resume_preview
 from jobs import cron, recurrence
 from jobs.models import Job
 from jobs.selectors import job_get, job_list
 from jobs.versions import version_number
+from readmodels.last_runs import attach_last_runs
+from readmodels.selectors import execution_list, job_resume_preview
 from tenants.models import Tenant
 from tenants.selectors import scope_of
 from web.api import examples

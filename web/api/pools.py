@@ -10,9 +10,9 @@ from rest_framework.views import APIView
 
 from executions.clock import db_now
 from executions.pool_pauses import UnknownPool, paused_pools, pool_pause, pool_resume
-from executions.selectors import PoolOverview, pool_overviews
 from jobs.payloads import StrictSerializer
 from pools.models import PoolPause
+from readmodels.selectors import PoolOverview, pool_overviews
 from tenants.selectors import scope_of
 from web.audit import AuditedApi, Target
 from web.authentication import actor_of

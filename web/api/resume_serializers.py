@@ -2,9 +2,9 @@
 
 from rest_framework import serializers
 
-from executions.selectors import ResumePreview
 from jobs.models import MisfirePolicy
 from jobs.states import JobState
+from readmodels.selectors import ResumePreview
 from web.api.job_fields import StoredChoiceField
 from web.rest import GivenIfEmpty
 
@@ -24,7 +24,7 @@ class ResumeQuerySerializer(serializers.Serializer):
 
 
 class ResumePreviewSerializer(serializers.Serializer):
-    """Built from executions.selectors.ResumePreview."""
+    """Built from readmodels.selectors.ResumePreview."""
 
     LISTED = 100
 

@@ -1,5 +1,5 @@
 """Runs of workflow jobs: `GET /v1/runs/{runId}`, `POST /v1/runs/{runId}/cancel` and
-`GET /v1/jobs/{id}/runs`. A run's state is its steps' (executions.runs.run_state)."""
+`GET /v1/jobs/{id}/runs`. A run's state is its steps' (readmodels.runs.run_state)."""
 
 from django.core.exceptions import ValidationError
 from django.http import Http404
@@ -13,6 +13,7 @@ from executions.clock import db_now
 from executions.models import Origin, Run
 from executions.states import ExecutionState
 from jobs.selectors import job_get
+from readmodels.runs import RUN_STATES, run_list, run_state
 from tenants.selectors import scope_of
 from web.api.job_fields import StoredChoiceField
 from web.audit import AuditedApi, Target
@@ -42,7 +43,7 @@ class RunSerializer(serializers.Serializer):
     @extend_schema_field(
         {
             "type": "string",
-            "enum": list(runs.RUN_STATES),
+            "enum": list(RUN_STATES),
             "description": "PENDING while none of its steps has begun (each BLOCKED, or PENDING on its first "
             "attempt: waiting for its time or a slot, as a cron job's next run does); RUNNING while a step has "
             "begun and one can still run; then FAILED (a step ended DEAD), CANCELLED (a step was cancelled) or "
@@ -50,7 +51,7 @@ class RunSerializer(serializers.Serializer):
         }
     )
     def get_state(self, run: Run) -> str:
-        return runs.run_state((execution.state, execution.attempt) for execution in run.executions.all())
+        return run_state((execution.state, execution.attempt) for execution in run.executions.all())
 
     @extend_schema_field(RunStepSerializer(many=True))
     def get_steps(self, run: Run) -> list[dict]:
@@ -69,7 +70,7 @@ class RunSerializer(serializers.Serializer):
 
 
 def _runs(request):
-    return runs.run_list(scope=scope_of(user=request.user)).prefetch_related("executions")
+    return run_list(scope=scope_of(user=request.user)).prefetch_related("executions")
 
 
 def _run_or_404(request, run_id) -> Run:

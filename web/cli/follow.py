@@ -8,10 +8,10 @@ attempt's. Time is injected (`sleep`), so a test drives the loop without waiting
 
 from collections.abc import Callable
 
-from executions.logs import log_lines
 from executions.models import Execution, ExecutionLog
-from executions.selectors import execution_get
 from executions.states import TERMINAL
+from readmodels.logs import log_lines
+from readmodels.selectors import execution_get
 
 # As often as the dashboard's logs panel reads a running execution's lines.
 INTERVAL = 1.0

@@ -8,9 +8,9 @@ from django.db.models import QuerySet
 
 from audit.models import AuditOutcome
 from executions.models import Execution
-from executions.selectors import execution_list
 from jobs.models import Job
 from jobs.selectors import job_list
+from readmodels.selectors import execution_list
 from tenants.models import Tenant
 from tenants.selectors import tenant_get
 from web.id_search import id_span

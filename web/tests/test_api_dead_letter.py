@@ -8,9 +8,10 @@ import pytest
 from django.utils import timezone
 
 from audit.models import AuditEntry
-from executions import dead_letter, transitions
+from executions import transitions
 from executions.models import Execution
 from executions.states import ExecutionState as S
+from readmodels import dead_letter
 
 pytestmark = pytest.mark.django_db
 

@@ -14,6 +14,7 @@ from django.utils import timezone
 import testing.handlers_for_tests  # noqa: F401  (registers test-logs and test-logs-threads)
 from executions import logs
 from executions.models import Execution, ExecutionLog
+from readmodels.logs import log_dropped, log_lines
 from testing.harness import wait_for
 from testing.steps import claim
 from worker import log_capture, runner
@@ -95,7 +96,7 @@ def test_lines_past_the_bound_are_counted_and_one_line_says_so(tenant, make_job,
         "tickwork",
         "7 more lines not kept: an attempt keeps at most 5 lines (TICKWORK_LOG_LINES_PER_ATTEMPT)",
     )
-    assert logs.log_dropped(execution=execution) == {1: 7}
+    assert log_dropped(execution=execution) == {1: 7}
 
 
 def test_a_long_line_is_cut_to_its_bytes_and_says_how_much_was_cut(settings, tenant, make_job):
@@ -153,7 +154,7 @@ def test_a_batch_is_one_insert_and_the_marker_is_brought_up_to_date(tenant, make
     log.add("INFO", None, "and another")
     log.flush()
     assert ExecutionLog.objects.filter(execution=execution).count() == 101
-    assert logs.log_dropped(execution=execution) == {1: 2}
+    assert log_dropped(execution=execution) == {1: 2}
 
 
 def test_a_failed_write_neither_fails_the_handler_nor_the_run(tenant, make_job, monkeypatch, caplog):
@@ -181,8 +182,8 @@ def test_lines_of_an_attempt_whose_lease_moved_on_stay_that_attempts(tenant, mak
     stale.add("INFO", None, "late line of attempt 1")
     stale.flush()
 
-    assert list(logs.log_lines(execution=execution, attempt=2)) == []
-    assert [line.message for line in logs.log_lines(execution=execution, attempt=1)] == ["late line of attempt 1"]
+    assert list(log_lines(execution=execution, attempt=2)) == []
+    assert [line.message for line in log_lines(execution=execution, attempt=1)] == ["late line of attempt 1"]
 
 
 def test_ctx_log_outside_a_run_goes_to_the_standard_logging(caplog):

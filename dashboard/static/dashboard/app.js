@@ -32,7 +32,7 @@
       el.textContent = text;
     });
   }
-  // A span as executions/durations.py writes it on the server: its two largest units, the
+  // A span as readmodels/durations.py writes it on the server: its two largest units, the
   // smaller one cut (15 h 25 min, 2 min 5 s, 3 d), so a page reads the same wherever it was drawn.
   var UNITS = [["d", 86400], ["h", 3600], ["min", 60], ["s", 1]];
   function human(s) {

@@ -3,12 +3,12 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from executions.clock import db_now
-from executions.durations import duration, period
-from executions.last_runs import attach_last_runs
-from executions.selectors import job_resume_preview
 from jobs.models import Job
 from jobs.selectors import job_list
 from jobs.states import InvalidJobTransition, JobState
+from readmodels.durations import duration, period
+from readmodels.last_runs import attach_last_runs
+from readmodels.selectors import job_resume_preview
 from web.api.execution_serializers import ExecutionSerializer
 from web.api.job_serializers import JobDetailOutputSerializer, JobOutputSerializer
 from web.api.resume_serializers import ResumePreviewSerializer

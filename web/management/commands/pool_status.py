@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand
 
 from executions.clock import db_now
 from executions.pool_pauses import paused_pools
-from executions.selectors import pool_overviews
+from readmodels.selectors import pool_overviews
 from web.api.pools import pool_as_json
 
 

@@ -1,9 +1,9 @@
-"""Spans of time as people read them (executions/durations.py): the dashboard's delays, timeouts
+"""Spans of time as people read them (readmodels/durations.py): the dashboard's delays, timeouts
 and relative times, the reasons to wait and the alerts' summaries all say them so."""
 
 import pytest
 
-from executions.durations import duration, milliseconds
+from readmodels.durations import duration, milliseconds
 
 
 @pytest.mark.parametrize(
@@ -53,6 +53,6 @@ def test_milliseconds_keep_a_tenth_of_a_second_under_a_minute(value, shown):
     [(90, "1 min 30 s"), (3725, "1 h 2 min 5 s"), (3605, "1 h 5 s"), (86400, "1 d"), (1, "1 s"), (0, "0 s")],
 )
 def test_a_period_is_said_in_full(seconds, text):
-    from executions.durations import period
+    from readmodels.durations import period
 
     assert period(seconds) == text

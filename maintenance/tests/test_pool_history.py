@@ -1,16 +1,16 @@
-"""The pools' minute samples (executions/pool_history.py): what the sweeper records as a minute
-ends, once, per (pool, tenant); how the charts' buckets are made of them; their pruning; and the
-start lag measured from when the work could first run (executions/start_lag.py)."""
+"""The pools' minute samples (maintenance/pool_history.py): what the sweeper records as a minute
+ends, once, per (pool, tenant); how the charts' buckets are made of them (readmodels/pool_history.py);
+their pruning; and the start lag measured from when the work could first run (readmodels/start_lag.py)."""
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from executions import pool_history
 from executions.models import Execution
-from executions.start_lag import start_lag_seconds
-from maintenance import sweeper
+from maintenance import pool_history, sweeper
 from pools.models import PoolSample
+from readmodels.pool_history import history
+from readmodels.start_lag import start_lag_seconds
 
 pytestmark = pytest.mark.django_db
 T = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -90,9 +90,9 @@ def test_the_charts_buckets_sum_tenants_per_minute_and_keep_the_busiest_minute(t
     sample(T + timedelta(minutes=15), None, due=1)
     window = {"since": T, "end": T + timedelta(minutes=30), "bucket": timedelta(minutes=15)}
 
-    both = pool_history.history(scope=None, **window)
-    mine = pool_history.history(scope=[tenant.pk], **window)
-    summed = pool_history.history(scope=[tenant.pk, other_tenant.pk], **window)
+    both = history(scope=None, **window)
+    mine = history(scope=[tenant.pk], **window)
+    summed = history(scope=[tenant.pk, other_tenant.pk], **window)
 
     assert [b.at for b in both] == [T, T + timedelta(minutes=15)]
     first = both[0]
@@ -105,7 +105,7 @@ def test_the_charts_buckets_sum_tenants_per_minute_and_keep_the_busiest_minute(t
     assert mine[0].due == {"default": 7} and mine[0].succeeded == 10
     # A member of both: the tenants' rows summed per minute, then the busiest minute kept.
     assert summed[0].due == {"default": 10} and summed[0].lag_p50_ms == pytest.approx(250)
-    assert pool_history.history(scope=[], **window)[0].due == {}
+    assert history(scope=[], **window)[0].due == {}
 
 
 def test_samples_older_than_eight_days_are_pruned_by_the_sweepers_bookkeeping(tenant):

@@ -11,7 +11,7 @@ history, and a group's newest rows are a walk of its range. Scoped like every se
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import reduce
@@ -20,11 +20,10 @@ from typing import Any
 
 from django.db.models import Count, Max, Min, Q, QuerySet, Subquery
 
-from executions import transitions
 from executions.fingerprints import exception_type, masked
 from executions.models import Execution
-from executions.selectors import execution_list
 from executions.states import ExecutionState
+from readmodels.selectors import execution_list
 
 S = ExecutionState
 
@@ -267,10 +266,3 @@ def group_act(
     outcome.remaining = group.filter(resume.ahead()).order_by().count()
     outcome.next = resume if outcome.remaining else None
     return outcome
-
-
-def executions_discard(*, executions: Sequence[Execution], now: datetime, reason: str) -> set[Any]:
-    """DEAD → DISCARDED for those of `executions` still DEAD (one statement, in the caller's
-    transaction when there is one). Returns the ids moved."""
-    moved = transitions.discard_dead_many([e.pk for e in executions], now=now, reason=reason)
-    return {m.id for m in moved}

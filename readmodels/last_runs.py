@@ -1,5 +1,5 @@
 """A job's last run, as the job resource and the dashboard show it: its state in run terms
-(executions.runs.run_state: RUNNING, SUCCEEDED, FAILED, CANCELLED; never PENDING, as it has
+(readmodels.runs.run_state: RUNNING, SUCCEEDED, FAILED, CANCELLED; never PENDING, as it has
 begun) and when it last moved, so that a one-off whose run failed reads as failed rather than
 merely completed; and the failing jobs, those whose last run ended FAILED.
 
@@ -20,9 +20,9 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 
 from executions.models import Execution
-from executions.runs import UNFINISHED_RUN_STATES, run_state
 from executions.states import ExecutionState
 from jobs.models import Job
+from readmodels.runs import UNFINISHED_RUN_STATES, run_state
 
 S = ExecutionState
 # The ends that make a run FAILED: a step (or the execution) DEAD, or discarded from the dead
@@ -32,7 +32,7 @@ FAILED_ENDS = (S.DEAD, S.DISCARDED)
 
 @dataclass(frozen=True)
 class LastRun:
-    state: str | None  # executions.runs.RUN_STATES, or None before the first run
+    state: str | None  # readmodels.runs.RUN_STATES, or None before the first run
     at: datetime | None  # when it ended; while it runs, when it started or last moved
 
 
@@ -40,7 +40,7 @@ NONE = LastRun(None, None)
 
 
 def _begun() -> Q:
-    """Executions that have begun: not waiting for their first attempt (executions.runs.step_begun)."""
+    """Executions that have begun: not waiting for their first attempt (readmodels.runs.step_begun)."""
     return ~Q(state=S.BLOCKED) & ~Q(state=S.PENDING, attempt=1)
 
 

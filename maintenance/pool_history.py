@@ -2,8 +2,9 @@
 PoolSample row per pool for every tenant together (every known pool, even a quiet one: a zero
 is not a gap) and one per (pool, tenant) with anything to say: its queue then, what finished and
 started in the minute, the start lag of those starts. Pruned after HISTORY. The dashboard's
-charts read them for ranges of hours and days, when the executions of those days (hundreds of
-thousands) would be too many to read per page: staff read the totals, a member its tenants' rows.
+charts read them for ranges of hours and days (readmodels/pool_history.py), when the executions
+of those days (hundreds of thousands) would be too many to read per page: staff read the totals,
+a member its tenants' rows.
 
 A minute is recorded once, after it ended (by the database's clock), by whichever sweeper gets
 to it: the unique constraints make a second sweeper's rows no-ops. A minute in which no sweeper
@@ -13,19 +14,17 @@ Reads are bounded: the queue's counts walk the partial indexes of live work (due
 RUNNING), what finished in the minute a range of the finished_at index."""
 
 from collections import defaultdict
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db.models import Count, Q
 
-from executions.backlog import due_work
 from executions.models import Execution
-from executions.start_lag import start_lag_seconds
 from executions.states import ExecutionState
-from executions.store import store
 from executions.tallies import percentile
 from jobs import registry as job_registry
 from pools.models import PoolSample
+from readmodels.backlog import due_work
+from readmodels.start_lag import start_lag_seconds
 
 S = ExecutionState
 HISTORY = timedelta(days=8)
@@ -65,7 +64,7 @@ def _sample(since: datetime, end: datetime) -> list[PoolSample]:
         return samples[key]
 
     executions = Execution.objects.order_by()
-    # The due backlog as GET /v1/pools counts it (executions/backlog.py): what a paused job or
+    # The due backlog as GET /v1/pools counts it (readmodels/backlog.py): what a paused job or
     # pool holds is no queue for the workers.
     for (pool, tenant_id), due in due_work(executions, now=end, by=("pool", "tenant_id")).items():
         if due.backlog:
@@ -116,45 +115,3 @@ def prune(*, now: datetime) -> int:
     """Forget the minutes older than HISTORY. Returns how many rows."""
     deleted, _ = PoolSample.objects.filter(at__lt=now - HISTORY).delete()
     return deleted
-
-
-# --- Reading -------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Bucket:
-    at: datetime
-    succeeded: int = 0
-    failed: int = 0
-    cancelled: int = 0
-    started: int = 0
-    lag_p50_ms: float | None = None  # the minutes' p50s, weighted by their starts: an estimate
-    lag_p99_ms: float | None = None  # the worst minute's p99: an upper bound of the bucket's
-    due: dict[str, int] = field(default_factory=dict)  # per pool: the most due at a minute's end
-    admitted: dict[str, int] = field(default_factory=dict)  # per pool: the most QUEUED + RUNNING
-
-
-def history(*, scope: list[int] | None, since: datetime, end: datetime, bucket: timedelta) -> list[Bucket]:
-    """Buckets of `bucket` from `since` to `end` (both on a bucket's edge), summed over the tenants
-    of `scope` (None: all, from the pools' totals): one read of the samples in that range,
-    bucketed in the database."""
-    count = max(int((end - since) / bucket), 0)
-    buckets = [Bucket(at=since + i * bucket) for i in range(count)]
-    weighted: list[float] = [0.0] * count
-    rows = store().pool_buckets(since=since, end=end, bucket_seconds=int(bucket.total_seconds()), tenant_ids=scope)
-    for i, pool, due, admitted, succeeded, failed, cancelled, started, p50_weighted, p99 in rows:
-        if not 0 <= i < count:
-            continue
-        b = buckets[i]
-        b.due[pool], b.admitted[pool] = int(due or 0), int(admitted or 0)
-        b.succeeded += int(succeeded or 0)
-        b.failed += int(failed or 0)
-        b.cancelled += int(cancelled or 0)
-        if started:
-            b.started += int(started)
-            weighted[i] += float(p50_weighted or 0.0)
-            b.lag_p99_ms = max(b.lag_p99_ms or 0.0, float(p99 or 0.0))
-    for i, b in enumerate(buckets):
-        if b.started:
-            b.lag_p50_ms = round(weighted[i] / b.started, 1)
-    return buckets

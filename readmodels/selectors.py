@@ -6,8 +6,6 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db.models import Count, QuerySet
 
-from executions.backlog import NONE as NO_DUE
-from executions.backlog import due_work
 from executions.models import Execution, ExecutionEvent, Origin
 from executions.states import ExecutionState
 from jobs import misfire, recurrence
@@ -15,6 +13,8 @@ from jobs import registry as job_registry
 from jobs.models import Job
 from jobs.states import InvalidJobTransition, JobState
 from pools import registry
+from readmodels.backlog import NONE as NO_DUE
+from readmodels.backlog import due_work
 
 
 def execution_list(*, scope: list[int] | None) -> QuerySet[Execution]:
@@ -100,7 +100,7 @@ class PoolOverview:
     busy: int
     queued: int
     running: int
-    due_backlog: int  # due and waiting for a slot (executions/backlog.py)
+    due_backlog: int  # due and waiting for a slot (readmodels/backlog.py)
     oldest_due_at: datetime | None  # of the backlog
     paused_due: int  # due and held by a paused job or pool: no worker would run it
 

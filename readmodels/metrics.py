@@ -23,11 +23,11 @@ from django.db.models import Max
 
 from executions import tallies
 from executions.models import Execution
-from executions.selectors import PoolOverview, pool_overviews
 from executions.states import TERMINAL
 from executions.tallies import DURATION_BUCKETS, LAG_BUCKETS, Histogram
 from pools import registry
 from pools.models import Role, Worker
+from readmodels.selectors import PoolOverview, pool_overviews
 from tenants.models import Tenant
 
 OTHER_TENANTS = "_other"  # the tenant label of every tenant past the cap

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from executions.durations import duration
 from executions.models import Execution
 from executions.states import ExecutionState
 from executions.store import store
 from jobs.models import Job, Priority
 from jobs.states import JobState
 from pools import registry
+from readmodels.durations import duration
 from tenants.models import Tenant
 
 S = ExecutionState

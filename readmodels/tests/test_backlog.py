@@ -1,4 +1,4 @@
-"""The due backlog (executions/backlog.py) is work due and waiting for a slot: not what a paused
+"""The due backlog (readmodels/backlog.py) is work due and waiting for a slot: not what a paused
 job or a paused pool holds, which is counted apart, nor work not due yet (issue 31, item 2: a
 paused every-minute job showed as a backlog of 2, 316 s old, with a slot free, for ever).
 GET /v1/pools, /metrics, the pools' minute samples and the overview read it from there."""
@@ -8,13 +8,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from executions import pool_history
-from executions.backlog import due_work
 from executions.models import Execution
 from executions.pool_pauses import pool_pause
 from executions.scheduling import job_pause
-from executions.selectors import pool_overviews
+from maintenance import pool_history
 from pools.models import PoolSample
+from readmodels.backlog import due_work
+from readmodels.selectors import pool_overviews
 
 pytestmark = pytest.mark.django_db
 

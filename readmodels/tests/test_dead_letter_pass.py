@@ -1,4 +1,4 @@
-"""A group action of the dead letter (executions/dead_letter.py group_act) is one pass over the
+"""A group action of the dead letter (readmodels/dead_letter.py group_act) is one pass over the
 executions that were in the group when it began: each tried at most once, however fast a
 re-driven one fails again, and a pass continued by its cursor ends (issue 31, item 1)."""
 
@@ -10,9 +10,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from executions import dead_letter, transitions
+from executions import transitions
 from executions.models import Execution
+from executions.services import executions_discard
 from executions.states import ExecutionState as S
+from readmodels import dead_letter
 
 pytestmark = pytest.mark.django_db
 
@@ -93,7 +95,7 @@ def test_what_joins_the_group_after_the_pass_began_is_not_part_of_it(group, make
     def discard(batch: list[Execution]) -> tuple[int, int]:
         if not joined:
             joined.append(drive(make_job(tenant, name="late", handler="fail").executions.get(), S.DEAD))
-        moved = dead_letter.executions_discard(executions=batch, now=timezone.now(), reason="group")
+        moved = executions_discard(executions=batch, now=timezone.now(), reason="group")
         return len(moved), len(batch) - len(moved)
 
     outcome = dead_letter.group_act(scope=None, fingerprint=key, act=discard)
@@ -114,7 +116,7 @@ def test_one_refused_is_not_asked_again_in_the_pass(group, monkeypatch):
     def discard_but_one(batch: list[Execution]) -> tuple[int, int]:
         asked.update(e.pk for e in batch)
         others = [e for e in batch if e.pk != stuck.pk]
-        moved = dead_letter.executions_discard(executions=others, now=timezone.now(), reason="group")
+        moved = executions_discard(executions=others, now=timezone.now(), reason="group")
         return len(moved), len(batch) - len(moved)
 
     outcome = dead_letter.group_act(scope=None, fingerprint=key, act=discard_but_one, clock=ticking())
