@@ -51,12 +51,12 @@ def exact_admission(settings):
 
 @pytest.fixture
 def make_job():
-    """make_job(tenant, type="CRON", schedule="0 * * * *", ...) -> Job, created by executions.scheduling."""
+    """make_job(tenant, type="CRON", schedule="0 * * * *", ...) -> Job, created by scheduling.job_creation."""
     from datetime import timedelta
 
     from django.utils import timezone
 
-    from executions.scheduling import job_create
+    from scheduling.job_creation import job_create
 
     def make(tenant, **fields):
         now = fields.pop("now", None) or timezone.now()

@@ -21,11 +21,11 @@ from django.http import Http404
 from rest_framework.exceptions import ValidationError
 
 from audit.models import ActorKind, AuditEntry, AuditOutcome
-from executions.scheduling import QuotaExceeded
 from executions.states import InvalidTransition
 from executions.store import store
 from jobs.rows import new_row
 from jobs.states import InvalidJobTransition
+from scheduling.job_creation import QuotaExceeded
 
 T = TypeVar("T")
 # What the services raise when an object's state forbids the action: a refusal, not a fault.

@@ -16,7 +16,7 @@ BASELINE_QUEUE = "tickwork_bench.baseline"  # the bare Celery tasks' queue
 # A second baseline worker with kombu's default Redis transport (ack emulation on), which is how
 # bare Celery gets at-least-once delivery; Tickwork turns it off (its rows carry that guarantee).
 DEFAULT_TRANSPORT_QUEUE = "tickwork_bench.baseline_default_transport"
-NOTIFY_CHANNEL = "tickwork_due"  # dispatcher/wakeup.py: what executions.scheduling sends on create
+NOTIFY_CHANNEL = "tickwork_due"  # dispatcher/wakeup.py: what scheduling.job_creation sends on create
 # The fleet that stands in for workers where none runs (the dispatch and cron stages): a worker row
 # with this many slots (Database.capacity), so a claim may admit about twice this at once.
 FLEET_SLOTS = 2_000

@@ -40,7 +40,7 @@ SELECT e.id, %(now)s, '', 'PENDING', 1, '', 'scheduled' FROM e"""
 # is HIGH and one in ten LOW, so the claim walks all three levels. (`+ g * interval '0'` makes
 # the LATERAL depend on g, so random() is drawn per row.)
 INSERT_SQL = _JOBS_AND_EXECUTIONS + _FIRST_EVENTS
-# The same with the dispatchers' wake-up that executions.scheduling sends with each create, still one
+# The same with the dispatchers' wake-up that scheduling.job_creation sends with each create, still one
 # statement (so one round trip): the lag test's feeder makes 500 jobs a second on the same CPUs.
 INSERT_AND_NOTIFY_SQL = (
     f"{_JOBS_AND_EXECUTIONS}, ev AS ({_FIRST_EVENTS} RETURNING 1)"
@@ -99,7 +99,7 @@ class Database:
         priority: int | None = None,
     ) -> None:
         """`count` one-off noop jobs due in [start, start + span), committed together; `notify`
-        wakes the dispatchers as executions.scheduling does. `priority`: all of that one (else
+        wakes the dispatchers as scheduling.job_creation does. `priority`: all of that one (else
         one in ten HIGH and one in ten LOW)."""
         now = datetime.now(UTC)
         if count == 1 and notify:  # autocommit: one statement, one round trip

@@ -52,7 +52,7 @@ class Retention:
 
     def run(self) -> None:
         from executions import transitions
-        from executions.scheduling import jobs_prune
+        from scheduling.pruning import jobs_prune
 
         volume = self.cfg.retention_volume
         log(f"retention: {DAYS} days of {volume:,} finished jobs a day, kept {RETENTION_DAYS} days")

@@ -141,8 +141,8 @@ class Bench:
         import psycopg
         from django.conf import settings
 
-        from executions import transitions
         from executions.store import store
+        from scheduling import admission
 
         grace = timedelta(seconds=settings.TICKWORK_PUBLISH_GRACE_SECONDS)
         earliest = min(
@@ -151,12 +151,12 @@ class Bench:
         )
 
         # The claim last: each rolled-back run leaves a batch of dead row versions behind it.
-        # A claim is a few statements (executions/admission.py): the claim lock, the live workers'
+        # A claim is a few statements (scheduling/admission.py): the claim lock, the live workers'
         # slots, what is admitted, the tenants' limits, the pool's due work (and, as here where
         # more is due than one claim takes, the tenants' fair order), then the UPDATE of the rows
         # taken (their ids, one array parameter, come from the SELECT before it on each database).
         def claim(now: datetime) -> object:
-            return transitions.claim_many(
+            return admission.claim(
                 now=now, limit=self.batch, publish_grace=grace, limit_of=lambda pool, load: load.slots
             )
 
@@ -416,7 +416,7 @@ class Bench:
 
     def tickwork_lag(self, segment: int, seconds: float) -> list[float]:
         """A feeder makes one-off jobs due the moment they are made, each committed with its
-        wake-up as executions.scheduling does; lag = started_at - scheduled_for, from the rows."""
+        wake-up as scheduling.job_creation does; lag = started_at - scheduled_for, from the rows."""
         tenant = self.db.tenant(f"bench-lag-{segment}")
         meter = CpuMeter(self.procs)
         before = meter.snapshot()

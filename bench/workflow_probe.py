@@ -5,7 +5,7 @@ measured in the same process over the same seconds. Prints one line of JSON, one
 measurement (a Feed below), each with its samples in ms, their p50/p99 and a breakdown.
 
 - release: `--chains` workflow jobs of `--steps` `noop` steps in a chain (s0 → s1 → …), each
-  made by `executions.scheduling.job_create` as the API makes it (type ONCE, due now). Latency
+  made by `scheduling.job_creation.job_create` as the API makes it (type ONCE, due now). Latency
   per edge: the downstream step's `started_at` - its upstream step's `finished_at` (the handler's
   return; the release itself happens when that success is recorded).
 - one_off: as many one-off `noop` jobs through the same `job_create`, due the moment they are
@@ -66,7 +66,7 @@ class Feed:
         raise NotImplementedError
 
     def create(self, fields: dict, now: datetime) -> None:
-        from executions.scheduling import job_create
+        from scheduling.job_creation import job_create
 
         began = time.perf_counter()
         job_create(tenant=self.tenant, fields={"name": self.job_name, "type": "ONCE", "run_at": now, **fields}, now=now)
@@ -178,7 +178,7 @@ class Events(Feed):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         from executions.clock import db_now
-        from executions.scheduling import job_create
+        from scheduling.job_creation import job_create
 
         job_create(
             tenant=self.tenant,

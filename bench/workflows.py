@@ -1,7 +1,7 @@
 """The workflows stage: how long a workflow step waits after the step it depends on succeeded,
 beside how long a one-off waits after it is due, with the real dispatcher and workers of the
 end-to-end stages, measured together by bench/workflow_probe.py (a process of its own, which
-creates both through `executions.scheduling.job_create` on one schedule and reads the rows back).
+creates both through `scheduling.job_creation.job_create` on one schedule and reads the rows back).
 
 - Release latency: chains of `workflow_steps` noop steps; per edge, the downstream step's
   `started_at` - the upstream step's `finished_at` (its handler's return), p50 and p99.

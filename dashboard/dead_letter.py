@@ -17,8 +17,8 @@ from django.db import transaction
 from dashboard.models import AuditOutcome
 from dashboard.services import Actor, Target, audit_record, executions_retry_audited
 from executions.models import Execution
-from executions.services import executions_discard
 from readmodels.dead_letter import GroupAction, Pass, group_act
+from scheduling.execution_changes import executions_discard
 
 GROUP_ACTIONS = ("retry", "discard")
 

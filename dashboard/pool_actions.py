@@ -1,11 +1,11 @@
 """Pausing and resuming a whole pool from the dashboard: staff only (a pool is every tenant's),
-through the same services as the API (executions/pool_pauses.py), each audited as the
+through the same services as the API (scheduling/pool_pauses.py), each audited as the
 dashboard's other actions are (dashboard.services: one row, in the action's transaction)."""
 
 from datetime import datetime
 
 from dashboard.services import Actor, Target, _audited
-from executions.pool_pauses import PoolChange, pool_pause, pool_resume
+from scheduling.pool_pauses import PoolChange, pool_pause, pool_resume
 
 
 def _target(pool: str) -> Target:

@@ -20,10 +20,11 @@ from rest_framework.exceptions import ValidationError
 from audit.models import AuditOutcome
 from audit.services import REFUSALS, Actor, Target, audit_record, audited, error_lines
 from executions.models import Execution
-from executions.scheduling import job_cancel, job_create, job_pause, job_resume, job_trigger, job_update
-from executions.services import execution_cancel, execution_redrive
 from jobs.models import Job, JobVersion
 from jobs.states import JobState
+from scheduling.execution_changes import execution_cancel, execution_redrive
+from scheduling.job_changes import job_cancel, job_pause, job_resume, job_trigger, job_update
+from scheduling.job_creation import job_create
 from tenants.models import Tenant
 from web.api.job_versions import job_version_restore
 
@@ -74,7 +75,7 @@ JOB_ACTIONS = (*_JOB_SERVICES, "trigger")
 
 
 def job_act(*, actor: Actor, job: Job, action: str, now: datetime) -> str:
-    """Pause, resume, trigger or cancel a job through executions.scheduling; returns what happened."""
+    """Pause, resume, trigger or cancel a job through scheduling.job_changes; returns what happened."""
     if action == "trigger":
         execution = _audited(
             actor=actor,
@@ -95,7 +96,7 @@ def job_act(*, actor: Actor, job: Job, action: str, now: datetime) -> str:
 
 
 def job_create_audited(*, actor: Actor, tenant: Tenant, fields: dict[str, Any], now: datetime) -> Job:
-    """Create through executions.scheduling.job_create (validated by the API's serializer beforehand)."""
+    """Create through scheduling.job_creation.job_create (validated by the API's serializer beforehand)."""
     return _audited(
         actor=actor,
         action="job.create",
@@ -108,7 +109,7 @@ def job_create_audited(*, actor: Actor, tenant: Tenant, fields: dict[str, Any], 
 
 
 def job_update_audited(*, actor: Actor, job: Job, fields: dict[str, Any], now: datetime) -> Job:
-    """Change a job through executions.scheduling.job_update; the audit row lists the changed fields."""
+    """Change a job through scheduling.job_changes.job_update; the audit row lists the changed fields."""
     return _audited(
         actor=actor,
         action="job.update",
@@ -151,7 +152,7 @@ def audit_not_found(*, actor: Actor, action: str, target_type: str, target_id: s
 
 
 def execution_cancel_audited(*, actor: Actor, execution: Execution, now: datetime) -> str:
-    """Cancel through executions.services.execution_cancel: CANCELLED at once, or RUNNING with a
+    """Cancel through scheduling.execution_changes.execution_cancel: CANCELLED at once, or RUNNING with a
     cancel request the worker honours at its next heartbeat."""
     return _audited(
         actor=actor,

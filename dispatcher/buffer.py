@@ -19,7 +19,7 @@ dispatcher's next claim. So each pool may have, beyond its slots:
 
 import math
 
-from executions.admission import Load
+from scheduling.admission import Load
 
 # Seconds of the workers' work (at their reported rate) that may wait on the broker at most.
 HORIZON = 0.5

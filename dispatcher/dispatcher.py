@@ -1,4 +1,4 @@
-"""The dispatcher: admit what is due (executions/admission.py: by capacity and fair share),
+"""The dispatcher: admit what is due (scheduling/admission.py: by capacity and fair share),
 materialise the next cron fires, publish; then sleep until the next due time or a wake-up, or
 look again soon while a pool holds work back.
 
@@ -22,10 +22,9 @@ from background.loop import StopFlag, run_forever
 from background.publisher import Dispatch, Publisher
 from dispatcher.buffer import BrokerBuffer
 from dispatcher.wakeup import DueClock
-from executions import runs, transitions
+from executions import transitions
 from executions.clock import db_now
 from executions.models import Execution, Origin
-from executions.services import execution_cancel
 from executions.states import ACTIVE, ExecutionState, InvalidTransition
 from executions.store import DueListener, Fire, Moved, store
 from jobs import cron, misfire
@@ -33,6 +32,9 @@ from jobs.models import ConcurrencyPolicy, MisfirePolicy
 from jobs.recurrence import Interval
 from pools.models import Role
 from pools.roles import RoleBeat
+from scheduling import runs
+from scheduling.admission import claim
+from scheduling.execution_changes import execution_cancel
 from telemetry import tracing
 
 logger = logging.getLogger(__name__)
@@ -107,7 +109,7 @@ def run_once(
     config: DispatcherSettings | None = None,
     buffer: BrokerBuffer | None = None,
 ) -> DispatchResult:
-    """Admit up to `limit` due executions (by capacity and fair share, executions/admission.py)
+    """Admit up to `limit` due executions (by capacity and fair share, scheduling/admission.py)
     and hand them to their pools after commit. `buffer` is the dispatcher's memory of how much
     each pool needs waiting on the broker (a new one starts from the floor).
 
@@ -123,13 +125,13 @@ def run_once(
     result = DispatchResult()
     began = tracing.now_ns()
     with transaction.atomic():
-        claimed, cron_job_ids, admission = transitions.claim_many(
+        claimed, cron_job_ids, admission = claim(
             now=now, limit=limit, publish_grace=config.publish_grace, limit_of=buffer.limit
         )
         spans = tracing.dispatching(claimed, began_ns=began)
         buffer.claimed(admission.held_back)
         result.claimed, result.held_back = len(claimed), admission.held_back
-        # A workflow's steps: their runs are admitted as wholes (executions/runs.py).
+        # A workflow's steps: their runs are admitted as wholes (scheduling/runs.py).
         skipped, result.materialised = runs.admit(claimed=claimed, now=now, misfire_grace=config.misfire_grace)
         scheduled = [m for m in claimed if m.origin == Origin.SCHEDULE and m.run_id is None]
         jobs = _cron_jobs(cron_job_ids) if cron_job_ids else {}

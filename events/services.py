@@ -9,11 +9,11 @@ from django.db import IntegrityError, transaction
 
 from events.matching import filter_matches
 from events.models import Event
-from executions import runs
 from executions.models import Origin
-from executions.scheduling import IdempotencyConflict, request_fingerprint
 from jobs.models import Job, JobType
 from jobs.states import JobState
+from scheduling import runs
+from scheduling.job_creation import IdempotencyConflict, request_fingerprint
 from tenants.models import Tenant
 
 # How long an idempotency key is honoured at the least: its event row holds it, so events are never
@@ -37,7 +37,7 @@ def event_receive(
     now: datetime,
     idempotency_key: str | None = None,
 ) -> Received:
-    """Store the event and start one run (executions.runs.fire, origin EVENT, due at `now`) of each
+    """Store the event and start one run (scheduling.runs.fire, origin EVENT, due at `now`) of each
     ACTIVE event job of `tenant` that it matches: its `on` is `name` and its filter matches
     `payload` (events.matching). Guarantees:
     - one transaction: the event, its runs and their executions commit together or not at all, and

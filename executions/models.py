@@ -13,7 +13,7 @@ class Origin(models.TextChoices):
 
 
 class Run(models.Model):
-    """One fire of a workflow job: an execution per step, sharing this run (executions/runs.py).
+    """One fire of a workflow job: an execution per step, sharing this run (scheduling/runs.py).
 
     The steps are kept as they were when the run began, so a change of the job's workflow never
     changes a run already going. A plain job's run is its execution and has no row here."""
@@ -119,7 +119,7 @@ class Execution(models.Model):
             # The due index: the dispatcher's only read. Its size is what is pending, not all history.
             models.Index(fields=["available_at"], condition=Q(state="PENDING"), name="execution_due"),
             # The claim walks this one per pool and priority level, in due order, and stops at
-            # what the pool can admit (executions/admission.py).
+            # what the pool can admit (scheduling/admission.py).
             models.Index(
                 fields=["pool", "priority", "available_at"], condition=Q(state="PENDING"), name="execution_due_pool"
             ),

@@ -1,6 +1,6 @@
 """The execution state machine: the states, the allowed moves, and the functions that write them.
 
-BLOCKED             a workflow step waiting for its upstream steps (executions/runs.py): released
+BLOCKED             a workflow step waiting for its upstream steps (scheduling/runs.py): released
                     to PENDING, due now, in the transaction that records the last upstream's
                     success; CANCELLED when an upstream ends DEAD or CANCELLED, and BLOCKED again
                     when that upstream is re-driven.

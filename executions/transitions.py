@@ -17,13 +17,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
 from django.db import transaction
 from django.db.models import F
 
 from executions import observers, steps, tallies
-from executions.admission import Admission, LimitOf, choose
 from executions.fingerprints import fingerprint
 from executions.models import Execution, Origin
 from executions.moves import FRESH_ATTEMPT, accepts, move_one, moves
@@ -138,27 +137,6 @@ def create_many(*, runs: Sequence[tuple[Any, datetime]], now: datetime) -> list[
 
 
 # --- the dispatcher ----------------------------------------------------------------------------------
-
-
-class Claimed(NamedTuple):
-    executions: list[Moved]  # in the order to publish
-    cron_job_ids: set[uuid.UUID]  # the cron jobs among theirs
-    admission: Admission  # the pools as the claim found them, and which left due work waiting
-
-
-@moves([S.PENDING], S.QUEUED)
-def claim_many(*, now: datetime, limit: int, publish_grace: timedelta, limit_of: LimitOf) -> Claimed:
-    """PENDING → QUEUED for the due executions admission chooses (executions/admission.py: by
-    capacity, priority and fair share; at most `limit`), through `queue_many`. Call inside the
-    transaction that publishes after commit: it holds the claim lock and the rows' locks."""
-    admission = choose(now=now, limit=limit, limit_of=limit_of)
-    if not admission.chosen:
-        return Claimed([], set(), admission)
-    order = {row[0]: position for position, row in enumerate(admission.chosen)}
-    moved = queue_many(list(order), now=now, publish_grace=publish_grace)
-    moved.sort(key=lambda m: order[m.id])
-    cron = {row[0] for row in admission.chosen if row[1]}
-    return Claimed(moved, {m.job_id for m in moved if m.id in cron}, admission)
 
 
 @moves([S.PENDING], S.QUEUED)
@@ -286,7 +264,7 @@ def succeed_many(successes: Sequence[Success], *, now: datetime) -> set[str]:
 @moves([S.RUNNING], S.FAILED)
 def fail(*, execution_id: Any, lease_token: int, now: datetime, error: str, traceback: str) -> bool:
     """RUNNING → FAILED: the handler raised. The retry policy must resolve it in the same
-    transaction (executions.services.execution_settle_failure)."""
+    transaction (scheduling.failures.execution_settle_failure)."""
     return _fail(S.FAILED, execution_id, lease_token, now, error, traceback)
 
 

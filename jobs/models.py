@@ -77,7 +77,7 @@ class Job(models.Model):
         max_length=8, choices=ConcurrencyPolicy.choices, default=ConcurrencyPolicy.ALLOW
     )
     # A workflow job's steps (jobs/workflow.py: validated, in model terms), instead of a target:
-    # each fire starts a run of them (executions/runs.py). Null for a plain job.
+    # each fire starts a run of them (scheduling/runs.py). Null for a plain job.
     workflow = models.JSONField(null=True, blank=True)
     # An EVENT job: the event's name it fires on, and equality on the payload's top-level keys.
     # db_default too: rows inserted by SQL of their own (the benchmark, data loads) need not name it.
@@ -131,7 +131,7 @@ class Job(models.Model):
             models.Index(fields=["tenant", "state"], name="job_tenant_state"),
             # An event's matching: the tenant's event jobs on that name (events/services.py).
             models.Index(fields=["tenant", "event_name"], condition=Q(type="EVENT"), name="job_event_name"),
-            # The sweeper's look for ended jobs to prune (executions.scheduling.jobs_prune).
+            # The sweeper's look for ended jobs to prune (scheduling.pruning.jobs_prune).
             models.Index(fields=["updated_at"], condition=Q(state__in=["COMPLETED", "CANCELLED"]), name="job_ended"),
         ]
 

@@ -4,7 +4,7 @@ Copy on write: a job's versions are stored from its first change on. Until then 
 its own row, the definition it was created with (by `created_by`, at `created_at`: `version_one`);
 most jobs never change, and a bulk submission of a thousand then writes a thousand jobs, not a
 thousand jobs and a copy of each (about a fifth of the database's work of a bulk create, measured).
-This holds because job_update (executions.scheduling) is the one writer of a job's definition:
+This holds because job_update (scheduling.job_changes) is the one writer of a job's definition:
 the admin and the state changes (pause, resume, cancel) never touch it. It takes the job's version
 1 from the row before it changes it and stores it with the next version (`versions_record`).
 

@@ -18,15 +18,15 @@ from django.db import close_old_connections, transaction
 from background.loop import StopFlag, run_forever
 from background.publisher import Dispatch, Publisher
 from events.services import events_prune
-from executions import runs, transitions
+from executions import transitions
 from executions.clock import db_now
-from executions.scheduling import jobs_prune
-from executions.services import execution_settle_failure
 from executions.states import ExecutionState
 from maintenance import pool_history
 from pools import registry, roles
 from pools.models import Role
 from pools.roles import RoleBeat
+from scheduling.failures import execution_settle_failure
+from scheduling.pruning import jobs_prune, runs_prune
 from telemetry import tracing
 
 logger = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ def run_once(*, now: datetime, publisher: Publisher, config: SweeperSettings | N
         force_cancelled=force_cancel(now=now, limit=limit, cancel_grace=config.cancel_grace),
         republished=republish(now=now, limit=limit, publisher=publisher, publish_grace=config.publish_grace),
         pruned=transitions.prune_many(before=now - config.retention, limit=limit),
-        runs_pruned=runs.runs_prune(before=now - config.retention, limit=limit),
+        runs_pruned=runs_prune(before=now - config.retention, limit=limit),
         jobs_pruned=jobs_prune(before=now - config.retention, limit=limit),
         workers_forgotten=registry.prune(now=now, older_than=WORKER_RETENTION)
         + roles.prune(now=now, older_than=WORKER_RETENTION),

@@ -7,7 +7,7 @@ with due work gets starts in proportion to its weight, whatever the length of an
 a tenant that was idle comes back at the pool's virtual time (the tag of the last start given),
 ahead of every backlog but unable to claim the turns it did not use.
 
-Pure logic, no database: the claim (executions/admission.py) feeds it what it read and writes
+Pure logic, no database: the claim (scheduling/admission.py) feeds it what it read and writes
 back the tags it ends with."""
 
 import heapq

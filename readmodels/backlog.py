@@ -19,9 +19,9 @@ from typing import Any
 from django.db.models import BooleanField, Case, Count, Min, QuerySet, Value, When
 
 from executions.models import Execution
-from executions.pool_pauses import paused_pools
 from executions.states import ExecutionState
 from jobs.states import JobState
+from scheduling.pool_pauses import paused_pools
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Why an execution that has not started yet is waiting: `pendingReason` and `pendingDetail`.
 
-Read at request time from the same facts admission decides by (executions/admission.py): the
+Read at request time from the same facts admission decides by (scheduling/admission.py): the
 due time, the job's state, the tenant's concurrency limit, the pool's live workers and what it
 has admitted, and who else has due work in the pool. The first that holds is the reason:
 

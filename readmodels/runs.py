@@ -1,5 +1,5 @@
 """What a run is, as the API and the dashboard show it: the runs a scope may see, and a run's state
-derived from its steps' (a run stores none of its own; executions/runs.py makes runs)."""
+derived from its steps' (a run stores none of its own; scheduling/runs.py makes runs)."""
 
 from collections.abc import Iterable
 

@@ -300,7 +300,7 @@ TICKWORK_CLAIM_SPACING_SECONDS = float(os.environ.get("TICKWORK_CLAIM_SPACING_SE
 # once it has not for OFFLINE seconds.
 TICKWORK_WORKER_BEAT_SECONDS = float(os.environ.get("TICKWORK_WORKER_BEAT_SECONDS", "2"))
 TICKWORK_WORKER_OFFLINE_SECONDS = float(os.environ.get("TICKWORK_WORKER_OFFLINE_SECONDS", "10"))
-# Admission (executions/admission.py, dispatcher/buffer.py): a pool admits at least its slots *
+# Admission (scheduling/admission.py, dispatcher/buffer.py): a pool admits at least its slots *
 # HEADROOM, and up to MAX_BUFFER more messages for short runs; while it holds due work back the
 # dispatcher looks again every ADMIT_POLL seconds.
 TICKWORK_ADMIT_HEADROOM = float(os.environ.get("TICKWORK_ADMIT_HEADROOM", "2.0"))

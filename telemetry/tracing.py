@@ -9,7 +9,7 @@ its run's context, and a retry keeps its execution's, so a run with all its atte
 is one trace:
 
     POST /v1/jobs (server)                                   the web role (web.middleware)
-    └── tickwork.create_job                                  executions.scheduling; its context is stored
+    └── tickwork.create_job                                  scheduling.job_creation; its context is stored
         ├── tickwork.dispatch (producer), attempt 1          the dispatcher: claim → publish
         ├── tickwork.run (consumer), attempt 1 → FAILED      the worker: start → outcome
         ├── tickwork.dispatch, attempt 2

@@ -33,7 +33,7 @@ def cancelled_then_raises(ctx: HandlerContext):
     from django.utils import timezone
 
     from executions.models import Execution
-    from executions.services import execution_cancel
+    from scheduling.execution_changes import execution_cancel
 
     execution_cancel(execution=Execution.objects.get(pk=ctx.execution_id), now=timezone.now())
     raise RuntimeError("failed after the cancel request")

@@ -16,6 +16,7 @@ PRODUCT = [
     "jobs",
     "pools",
     "executions",
+    "scheduling",
     "readmodels",
     "events",
     "background",

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 import testing.handlers_for_tests  # noqa: F401  (the test-only handlers, as in the workers)
 from executions.models import Execution
-from executions.services import execution_cancel
+from scheduling.execution_changes import execution_cancel
 from testing.fixtures import CANCEL_GRACE_SECONDS, LEASE_SECONDS, SWEEP_SECONDS
 from testing.harness import events, execution_in, history, wait_for
 from testing.steps import claim

@@ -1,6 +1,6 @@
 """Fair admission with real processes (Celery prefork workers, dispatchers): a quiet tenant beside
 a noisy one, weights, a concurrency limit under three dispatchers, priorities, a pool without
-workers, and a worker that dies or stops. In-process: executions/tests/test_admission.py."""
+workers, and a worker that dies or stops. In-process: scheduling/tests/test_admission.py."""
 
 import itertools
 import signal

@@ -13,9 +13,9 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from executions.models import Execution
-from executions.scheduling import job_cancel
-from executions.services import execution_cancel
 from pools.models import Worker
+from scheduling.execution_changes import execution_cancel
+from scheduling.job_changes import job_cancel
 from testing.harness import execution_in, wait_for
 from web.tests.test_metrics import FAMILIES, TOKEN, samples
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from executions.clock import db_now
 from executions.models import Execution
-from executions.pool_pauses import pool_pause, pool_resume
+from scheduling.pool_pauses import pool_pause, pool_resume
 from testing.harness import execution_in, wait_for
 
 pytestmark = pytest.mark.e2e

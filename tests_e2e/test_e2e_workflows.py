@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone
 
 from executions.models import Execution, ExecutionEvent, Run
-from executions.services import execution_redrive
 from readmodels.runs import run_state
+from scheduling.execution_changes import execution_redrive
 from testing.harness import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -70,7 +70,7 @@ from dispatcher import dispatcher
 from background.publisher import InMemoryPublisher
 from executions.models import Execution
 from jobs.models import Job
-from executions.scheduling import job_create
+from scheduling.job_creation import job_create
 from tenants.models import Tenant
 from testing.steps import capacity
 

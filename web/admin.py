@@ -20,12 +20,12 @@ from audit.services import Actor, Target, audit_record, audit_records, audited, 
 from executions import tallies
 from executions.clock import db_now
 from executions.models import Execution, ExecutionEvent
-from executions.scheduling import job_cancel, job_pause, job_resume, job_trigger
-from executions.services import execution_cancel, execution_redrive
 from executions.states import InvalidTransition
 from jobs.models import Job
 from jobs.states import InvalidJobTransition
 from pools.models import Worker
+from scheduling.execution_changes import execution_cancel, execution_redrive
+from scheduling.job_changes import job_cancel, job_pause, job_resume, job_trigger
 from tenants.models import ApiToken, Tenant
 from tenants.services import token_create
 

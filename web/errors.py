@@ -107,9 +107,10 @@ def exception_handler(exc, context):
     # Imported here: DRF loads this module while the apps' API modules are being imported.
     from rest_framework.views import exception_handler as drf_exception_handler
 
-    from executions.scheduling import IdempotencyConflict, QuotaExceeded, StaleVersion
     from executions.states import InvalidTransition
     from jobs.states import InvalidJobTransition
+    from scheduling.job_changes import StaleVersion
+    from scheduling.job_creation import IdempotencyConflict, QuotaExceeded
     from web.headers import etag, rate_limit_headers
 
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):

@@ -6,7 +6,7 @@ A job's ETag is the version its definition is at (jobs.versions), quoted: `"3"`.
 the definition does (PUT, PATCH, a restore), which is what two editors of one job must not
 overwrite in each other's back; a pause or resume changes the job's state, not its definition,
 and keeps it. A request's `If-Match` names the versions it was made for, checked under the job's
-row lock by the service (executions.scheduling.StaleVersion: 412).
+row lock by the service (scheduling.job_changes.StaleVersion: 412).
 """
 
 import re

@@ -38,11 +38,12 @@ from django.db.utils import ConnectionHandler
 from django.utils.dateparse import parse_datetime
 
 from audit.services import Actor, Target, audited
-from executions.scheduling import job_create, job_pause, job_update
 from jobs import cron
 from jobs.models import Job, JobType
 from jobs.recurrence import Cron, Interval, first_fire
 from jobs.states import TERMINAL as JOB_TERMINAL
+from scheduling.job_changes import job_pause, job_update
+from scheduling.job_creation import job_create
 from tenants.models import Tenant
 
 ACTOR = "import_beat"

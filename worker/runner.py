@@ -24,13 +24,14 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 
 from background.process_thread import ProcessThread
 from events.selectors import event_for_handler
-from executions import runs, transitions
+from executions import transitions
 from executions.clock import db_now
 from executions.models import Execution
-from executions.services import execution_settle_failure
 from executions.states import ExecutionState
 from executions.store import Started, Success, store
 from jobs import registry
+from scheduling import runs
+from scheduling.failures import execution_settle_failure
 from telemetry import tracing
 from tenants.selectors import signing_secrets_now
 from worker import log_capture

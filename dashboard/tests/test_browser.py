@@ -243,7 +243,7 @@ def _user(username: str, *, staff: bool = False, tenants=()):
 
 
 def _job(tenant, **fields):
-    from executions.scheduling import job_create
+    from scheduling.job_creation import job_create
 
     now = timezone.now()
     fields.setdefault("type", "ONCE")
@@ -453,8 +453,8 @@ def test_a_runs_graph_follows_its_steps_live(stack, browser, transactional_db, d
     named transitions; the steps' pool has no worker, so the stack's dispatcher admits none of
     them), A's node turns SUCCEEDED and B's and C's PENDING within a second, with no reload; the
     page never scrolls sideways, wide or narrow."""
-    from executions import runs
     from jobs.models import Job
+    from scheduling import runs
     from tenants.services import tenant_create
 
     # The steps move in this process: tell the web over Redis, as a worker's moves do.

@@ -30,7 +30,7 @@ def test_an_active_alert_shows_on_every_page_and_goes_when_resolved(alert_stack,
     from alerts.models import AlertRule
     from executions.clock import db_now
     from executions.models import Execution
-    from executions.scheduling import job_create
+    from scheduling.job_creation import job_create
     from tenants.services import tenant_create
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,7 @@ def _fast_password_hashing():
 def _jobs(tenant) -> dict:
     from django.utils import timezone
 
-    from executions.scheduling import job_create
+    from scheduling.job_creation import job_create
 
     def make(**fields):
         fields.setdefault("pool", "default")

@@ -70,7 +70,7 @@ def test_triage_failed_one_off_grouped_dead_letter_and_search(triage_stack, brow
     from django.utils import timezone
 
     from executions.models import Execution
-    from executions.scheduling import job_create
+    from scheduling.job_creation import job_create
     from tenants.services import tenant_create
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

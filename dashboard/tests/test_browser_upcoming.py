@@ -85,7 +85,7 @@ def test_upcoming_counts_every_fire_of_the_day_and_each_steps_pool(stack, browse
     the Pools table names etl and default (never a blank pool), counts the workflow's fires in
     both, and fits its card at both sizes."""
     from executions.clock import db_now
-    from executions.scheduling import job_create
+    from scheduling.job_creation import job_create
     from tenants.services import tenant_create
 
     acme = tenant_create(slug="acme")

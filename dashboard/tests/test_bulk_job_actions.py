@@ -7,8 +7,8 @@ from django.test import Client
 from django.utils import timezone
 
 from dashboard.models import AuditEntry
-from executions.scheduling import job_cancel, job_pause
 from jobs.models import Job
+from scheduling.job_changes import job_cancel, job_pause
 
 pytestmark = pytest.mark.django_db
 

@@ -177,7 +177,7 @@ def test_the_group_page_shows_the_error_and_its_executions(member_client, dead_w
 def test_discarding_keeps_the_metrics_counters(dead_with, tenant):
     """A discarded execution still counts as the DEAD end it had; no DISCARDED end appears."""
     from executions import tallies
-    from executions.services import executions_discard
+    from scheduling.execution_changes import executions_discard
 
     execution = dead_with(tenant, "KeyError: 'k'")
 

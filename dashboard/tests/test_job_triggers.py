@@ -9,7 +9,8 @@ import pytest
 from django.utils import timezone
 from django.utils.html import escape
 
-from executions.scheduling import job_create, job_pause
+from scheduling.job_changes import job_pause
+from scheduling.job_creation import job_create
 
 
 def _make(tenant, **fields):

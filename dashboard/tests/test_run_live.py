@@ -8,9 +8,9 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.utils import timezone
 
-from executions import runs
 from jobs.models import Job
 from scheduler_project.routing import websocket_urlpatterns
+from scheduling import runs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,9 +10,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from executions import runs
 from executions.models import Execution
 from jobs.models import Job
+from scheduling import runs
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ from django.utils import timezone
 from dashboard import executions_page as pages
 from dashboard import selectors
 from executions.models import Execution
-from executions.scheduling import job_pause
+from scheduling.job_changes import job_pause
 
 pytestmark = pytest.mark.django_db
 NOW = timezone.now

@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from executions.scheduling import job_pause
 from readmodels.selectors import job_resume_preview
+from scheduling.job_changes import job_pause
 
 pytestmark = pytest.mark.django_db
 

@@ -62,7 +62,7 @@ def test_fires_follow_the_jobs_timezone(tenant, make_job):
 
 
 def test_paused_and_other_tenants_jobs_are_not_counted(tenant, other_tenant, make_job):
-    from executions.scheduling import job_pause
+    from scheduling.job_changes import job_pause
 
     make_job(tenant, type="CRON", schedule="0 0 * * *", now=NOW)
     job_pause(job=make_job(tenant, type="CRON", schedule="0 0 * * *", now=NOW), now=NOW)

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dispatcher.buffer import HORIZON, BrokerBuffer
-from executions.admission import Load
+from scheduling.admission import Load
 
 
 def _load(slots: int, queued: int, running: int) -> Load:

@@ -7,12 +7,12 @@ import pytest
 from django.utils import timezone
 
 from executions.models import Execution
-from executions.services import execution_cancel
 from executions.states import InvalidTransition
 from executions.store import store
 from jobs import cron
 from jobs import transitions as job_transitions
 from jobs.models import Job, Priority
+from scheduling.execution_changes import execution_cancel
 from testing.harness import history
 from testing.steps import claim, dispatch, start, succeed
 from worker import runner

@@ -9,11 +9,11 @@ import pytest
 from django.utils import timezone
 
 from executions.models import Execution, ExecutionEvent
-from executions.scheduling import job_pause, job_resume
 from jobs import cron
 from jobs.models import Job
 from jobs.states import InvalidJobTransition
 from readmodels.selectors import job_resume_preview
+from scheduling.job_changes import job_pause, job_resume
 from testing.steps import dispatch
 
 pytestmark = pytest.mark.django_db

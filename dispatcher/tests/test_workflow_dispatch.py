@@ -97,7 +97,7 @@ def test_replace_cancels_the_runs_still_going_for_the_new_one(tenant, make_job):
 
 def test_a_trigger_runs_beside_a_scheduled_run_under_forbid(tenant, make_job):
     """As for a plain cron job, FORBID is the schedule's policy: "run now" is asked for and runs."""
-    from executions.scheduling import job_trigger
+    from scheduling.job_changes import job_trigger
 
     now = timezone.now().replace(second=0, microsecond=0)
     job = _cron_workflow(make_job, tenant, now, concurrency_policy="FORBID")

@@ -11,8 +11,9 @@ from events.selectors import event_for_handler
 from events.services import MIN_RETENTION, event_receive, events_prune
 from events.tests.factories import event_job, workflow_event_job
 from executions.models import Execution, Origin, Run
-from executions.scheduling import IdempotencyConflict, job_cancel, job_pause
 from executions.states import ExecutionState
+from scheduling.job_changes import job_cancel, job_pause
+from scheduling.job_creation import IdempotencyConflict
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""The claim's reads and writes (executions/admission.py decides; these fetch and record).
+"""The claim's reads and writes (scheduling/admission.py decides; these fetch and record).
 
 `AdmissionStatements` is the embedded default's (SQLite: portable SQL, one writer at a time, a
 loop where PostgreSQL would probe in one statement); `PostgresAdmissionStatements` runs each read

@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 
 from executions import transitions
 from executions.models import Execution, ExecutionTotal
-from executions.scheduling import job_update
-from executions.services import execution_redrive
 from executions.states import ExecutionState as S
 from executions.tallies import LAG_BUCKETS, Histogram, Tally, difference
 from jobs.models import Job
 from readmodels.metrics import OTHER_TENANTS, metrics_snapshot, top_tenants
+from scheduling.execution_changes import execution_redrive
+from scheduling.job_changes import job_update
 from tenants.models import Tenant
 from tenants.services import tenant_create
 from web.admin import ExecutionAdmin, JobAdmin, TenantAdmin

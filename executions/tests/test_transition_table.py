@@ -12,7 +12,6 @@ from executions.models import Execution, ExecutionEvent, Run
 from executions.states import TRANSITIONS, InvalidTransition
 from executions.states import ExecutionState as S
 from executions.store import Success
-from testing.steps import capacity
 
 LEASE = timedelta(seconds=30)
 
@@ -114,13 +113,6 @@ def _apply(name: str, execution, now) -> bool:
     token, state, later = row.lease_token, S(row.state), now + 2 * LEASE
     success = Success(execution.pk, token, {"n": 1}, now)
     calls = {
-        "claim_many": lambda: (
-            capacity(later)
-            and _moved_one(
-                transitions.claim_many(now=later, limit=10, publish_grace=LEASE, limit_of=lambda pool, load: 10)[0],
-                execution,
-            )
-        ),
         "queue_many": lambda: _moved_one(
             transitions.queue_many([execution.pk], now=now, publish_grace=LEASE), execution
         ),

@@ -14,7 +14,7 @@ from django.utils import timezone
 from executions import steps, transitions
 from executions.models import Execution, ExecutionEvent
 from executions.store import Success
-from executions.tests.test_workflow_runs import _steps, _workflow_job
+from scheduling.tests.test_workflow_runs import _steps, _workflow_job
 from testing.steps import capacity, start
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,9 +11,9 @@ from django.apps import apps
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from executions.scheduling import job_update
 from jobs.models import Job, JobVersion
 from jobs.versions import changes_between, definition_of, version_list, version_one, versions_record
+from scheduling.job_changes import job_update
 from tenants.services import tenant_create
 
 NOW = datetime(2031, 3, 14, 9, 0, tzinfo=UTC)

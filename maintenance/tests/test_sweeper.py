@@ -10,10 +10,10 @@ from django.utils import timezone
 from background.publisher import InMemoryPublisher
 from executions import logs
 from executions.models import Execution, ExecutionLog
-from executions.services import execution_cancel
 from jobs.models import Job
 from maintenance import sweeper
 from maintenance.sweeper import SweepResult
+from scheduling.execution_changes import execution_cancel
 from testing.harness import history
 from testing.steps import claim, start, succeed
 
@@ -182,8 +182,8 @@ def test_an_ended_job_goes_once_its_executions_are_pruned_and_a_live_one_stays(s
     """A one-off job that COMPLETED is deleted (with its versions) once its last execution is
     pruned, so the jobs table holds steady at a constant daily volume; a job with an execution
     left, and a cron job still ACTIVE, stay."""
-    from executions.scheduling import job_update
     from jobs.models import Job, JobVersion
+    from scheduling.job_changes import job_update
 
     settings.TICKWORK_RETENTION_DAYS = 30
     done, execution = _running(make_job, tenant, now)
@@ -208,8 +208,8 @@ def test_a_cron_workflows_finished_runs_go_with_their_executions_and_its_live_ru
     settings, tenant, make_job, now
 ):
     """A workflow run whose steps were all pruned is deleted too; the run still to come stays."""
-    from executions import runs
     from executions.models import Run
+    from scheduling import runs
 
     settings.TICKWORK_RETENTION_DAYS = 30
     steps = [{"name": "only", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": []}]

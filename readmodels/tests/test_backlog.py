@@ -9,12 +9,12 @@ import pytest
 from django.utils import timezone
 
 from executions.models import Execution
-from executions.pool_pauses import pool_pause
-from executions.scheduling import job_pause
 from maintenance import pool_history
 from pools.models import PoolSample
 from readmodels.backlog import due_work
 from readmodels.selectors import pool_overviews
+from scheduling.job_changes import job_pause
+from scheduling.pool_pauses import pool_pause
 
 pytestmark = pytest.mark.django_db
 

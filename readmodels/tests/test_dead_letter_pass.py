@@ -12,9 +12,9 @@ from django.utils import timezone
 
 from executions import transitions
 from executions.models import Execution
-from executions.services import executions_discard
 from executions.states import ExecutionState as S
 from readmodels import dead_letter
+from scheduling.execution_changes import executions_discard
 
 pytestmark = pytest.mark.django_db
 

@@ -20,8 +20,8 @@ from audit.models import AuditOutcome
 from audit.services import REFUSALS, Actor, Target, audit_record, audit_records, entry
 from executions.clock import db_now
 from executions.models import Execution
-from executions.services import execution_redrive, executions_discard
 from readmodels import dead_letter
+from scheduling.execution_changes import execution_redrive, executions_discard
 from tenants.selectors import scope_of
 from web.audit import api_actor, request_uuid
 from web.rest import GivenIfEmpty, refuse_unknown_parameters

@@ -6,8 +6,8 @@ from rest_framework.views import APIView
 
 from executions.clock import db_now
 from executions.models import Execution
-from executions.services import execution_cancel, execution_redrive
 from readmodels.selectors import execution_get, execution_list
+from scheduling.execution_changes import execution_cancel, execution_redrive
 from tenants.selectors import scope_of
 from web.api.execution_filters import ExecutionFilter
 from web.api.execution_serializers import ExecutionDetailSerializer, ExecutionSerializer

@@ -7,12 +7,12 @@ from django.utils import timezone as django_timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from executions.scheduling import MAX_BULK_JOBS
 from jobs import cron, registry
 from jobs.models import RECURRING_TYPES, Backoff, ConcurrencyPolicy, Job, JobType, MisfirePolicy, Priority
 from jobs.payloads import StrictSerializer
 from jobs.states import JobState
 from readmodels.runs import RUN_STATES
+from scheduling.job_creation import MAX_BULK_JOBS
 from web.api.event_serializers import EventNameField
 from web.api.execution_serializers import ExecutionSerializer
 from web.api.job_fields import (

@@ -1,7 +1,7 @@
 """Versions of a job's definition: `GET /v1/jobs/{id}/versions` (its history, newest first, with
 what each change changed and who made it) and `POST /v1/jobs/{id}/versions/{n}/restore` (make
 version n's definition current again, as a new version). The versions are written by
-executions.scheduling's job_create and job_update (jobs.versions); a restore is an update."""
+scheduling's job_create and job_update (jobs.versions); a restore is an update."""
 
 from typing import Any
 
@@ -14,10 +14,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from executions.clock import db_now
-from executions.scheduling import job_update
 from jobs.models import Backoff, ConcurrencyPolicy, Job, JobType, JobVersion, MisfirePolicy, Priority
 from jobs.selectors import job_get, job_locked
 from jobs.versions import version_get, version_latest, version_one, versions_stored
+from scheduling.job_changes import job_update
 from tenants.selectors import scope_of
 from web.api.job_fields import PayloadField, StoredChoiceField
 from web.api.job_serializers import JobOutputSerializer, JobUpdateSerializer

@@ -19,25 +19,21 @@ from rest_framework.views import APIView
 
 from executions.clock import db_now
 from executions.models import Execution
-from executions.scheduling import (
-    MAX_BULK_JOBS,
-    InvalidItems,
-    bulk_item_key,
-    job_cancel,
-    job_create,
-    job_pause,
-    job_resume,
-    job_trigger,
-    job_update,
-    jobs_create_bulk,
-    request_fingerprint,
-)
 from jobs import cron, recurrence
 from jobs.models import Job
 from jobs.selectors import job_get, job_list
 from jobs.versions import version_number
 from readmodels.last_runs import attach_last_runs
 from readmodels.selectors import execution_list, job_resume_preview
+from scheduling.job_changes import job_cancel, job_pause, job_resume, job_trigger, job_update
+from scheduling.job_creation import (
+    MAX_BULK_JOBS,
+    InvalidItems,
+    bulk_item_key,
+    job_create,
+    jobs_create_bulk,
+    request_fingerprint,
+)
 from tenants.models import Tenant
 from tenants.selectors import scope_of
 from web.api import examples

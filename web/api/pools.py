@@ -9,10 +9,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from executions.clock import db_now
-from executions.pool_pauses import UnknownPool, paused_pools, pool_pause, pool_resume
 from jobs.payloads import StrictSerializer
 from pools.models import PoolPause
 from readmodels.selectors import PoolOverview, pool_overviews
+from scheduling.pool_pauses import UnknownPool, paused_pools, pool_pause, pool_resume
 from tenants.selectors import scope_of
 from web.audit import AuditedApi, Target
 from web.authentication import actor_of

@@ -8,12 +8,12 @@ from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from executions import runs
 from executions.clock import db_now
 from executions.models import Origin, Run
 from executions.states import ExecutionState
 from jobs.selectors import job_get
 from readmodels.runs import RUN_STATES, run_list, run_state
+from scheduling import runs
 from tenants.selectors import scope_of
 from web.api.job_fields import StoredChoiceField
 from web.audit import AuditedApi, Target

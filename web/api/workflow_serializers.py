@@ -24,7 +24,7 @@ def payload_object(value: Any) -> dict:
 
 class StepRetryPolicySerializer(RetryPolicySerializer):
     """A step's retry policy: what it names, without defaults; the rest is its job's when a run
-    is made (executions.runs.run_steps), on a create as on an update."""
+    is made (scheduling.runs.run_steps), on a create as on an update."""
 
     def get_fields(self):
         fields = super().get_fields()

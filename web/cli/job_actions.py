@@ -1,5 +1,5 @@
 """The command line's job actions: trigger, pause, resume and cancel, each through the service the
-API and the dashboard call (executions/scheduling.py) and each with its audit row, actor kind
+API and the dashboard call (scheduling/job_changes.py) and each with its audit row, actor kind
 `cli` and the operating system's user as the actor (audit.services.cli_actor), as the API and
 the dashboard record theirs: the action and its row in one transaction; a refusal recorded after
 the rollback, then said in one line; an id not found in the tenant recorded too (NOT_FOUND, or
@@ -11,8 +11,8 @@ from django.core.management.base import CommandError
 
 from audit.services import REFUSALS, Target, audit_record, audited, cli_actor
 from executions.models import Execution
-from executions.scheduling import job_cancel, job_pause, job_resume, job_trigger
 from jobs.models import Job
+from scheduling.job_changes import job_cancel, job_pause, job_resume, job_trigger
 from tenants.models import Tenant
 from web.cli.lookup import NotFound, job_in
 

@@ -8,7 +8,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from executions.models import Execution
-from executions.scheduling import job_pause
+from scheduling.job_changes import job_pause
 from testing.steps import capacity, claim, start
 
 pytestmark = pytest.mark.django_db

@@ -50,9 +50,9 @@ def test_a_bad_event_job_answers_400_naming_the_field(api, body, field):
 
 
 def test_an_event_job_keeps_running_after_its_runs_end(api, tenant):
-    from executions import runs
     from executions.clock import db_now
     from jobs.models import Job
+    from scheduling import runs
     from testing.steps import claim, start, succeed
 
     job = Job.objects.get(pk=api.post("/v1/jobs", BODY, format="json").json()["jobId"])

@@ -9,7 +9,7 @@ from django.utils import timezone
 from events.models import Event
 from events.tests.factories import event_job, workflow_event_job
 from executions.models import Execution
-from executions.scheduling import job_pause
+from scheduling.job_changes import job_pause
 
 pytestmark = pytest.mark.django_db
 

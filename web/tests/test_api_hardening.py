@@ -8,9 +8,10 @@ import pytest
 from django.utils import timezone
 
 from executions.models import Execution
-from executions.services import execution_redrive, execution_settle_failure
 from executions.states import ExecutionState
 from jobs.models import Job
+from scheduling.execution_changes import execution_redrive
+from scheduling.failures import execution_settle_failure
 
 MAX_DEPTH = 32  # the documented nesting limit (README, "The API")
 

@@ -5,8 +5,8 @@ import pytest
 from django.utils import timezone
 
 from executions.models import Execution, ExecutionEvent
-from executions.scheduling import job_pause
 from jobs.models import Job
+from scheduling.job_changes import job_pause
 
 pytestmark = pytest.mark.django_db
 

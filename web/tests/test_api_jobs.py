@@ -432,7 +432,7 @@ def test_list_cursor_pagination_follows_next_to_every_job_exactly_once(api, tena
 def test_list_filters(api, tenant, make_job, query, expected):
     """`state` and `type` take one or more values, `pool` and `handler` match exactly, `name` is a
     case-insensitive substring; filters combine."""
-    from executions.scheduling import job_cancel, job_pause
+    from scheduling.job_changes import job_cancel, job_pause
 
     make_job(tenant, name="once")
     job_pause(job=make_job(tenant, name="paused"), now=timezone.now())
@@ -460,7 +460,7 @@ def test_list_filter_with_an_unknown_state_is_400(api):
 
 def test_detail_includes_latest_executions_newest_first(api, tenant, make_job):
     """The detail is the job plus `latestExecutions`, the newest first."""
-    from executions.scheduling import job_trigger
+    from scheduling.job_changes import job_trigger
 
     job = make_job(tenant, type="CRON", schedule="0 0 1 1 *")
     triggered = job_trigger(job=job, now=timezone.now())
@@ -774,7 +774,7 @@ def test_trigger_runs_a_completed_one_off_job_again(api, tenant, make_job, drive
 
 def test_job_executions_are_its_own_newest_first_and_paginated(api, tenant, make_job):
     """The history lists only this job's executions, newest scheduled first, page by page."""
-    from executions.scheduling import job_trigger
+    from scheduling.job_changes import job_trigger
 
     job = make_job(tenant, type="CRON", schedule="0 0 1 1 *")
     start = timezone.now()

@@ -487,10 +487,10 @@ def test_an_item_whose_schedule_never_fires_for_its_own_id_is_a_400_by_index_and
     """Validation cannot resolve an H schedule before the job has its id; when the job's own
     resolution never fires (jobs.cron raises), the batch answers 400 for that item's schedule and
     creates nothing."""
-    from executions import scheduling
     from jobs.cron import CronError
+    from scheduling import job_creation
 
-    real, calls = scheduling.first_fire, []
+    real, calls = job_creation.first_fire, []
 
     def first_fire(*, job, now):
         calls.append(job)
@@ -498,7 +498,7 @@ def test_an_item_whose_schedule_never_fires_for_its_own_id_is_a_400_by_index_and
             raise CronError("the schedule never fires for this job's id")
         return real(job=job, now=now)
 
-    monkeypatch.setattr(scheduling, "first_fire", first_fire)
+    monkeypatch.setattr(job_creation, "first_fire", first_fire)
     before = counts()
 
     response = bulk(api, numbered(3))

@@ -79,7 +79,7 @@ def test_failing_lists_the_jobs_whose_last_run_failed(api, other_api, tenant, ot
 
 
 def test_a_discarded_run_still_failed(api, tenant, make_job, drive):
-    from executions.services import executions_discard
+    from scheduling.execution_changes import executions_discard
 
     job = make_job(tenant, handler="fail")
     executions_discard(executions=[drive(job.executions.get(), S.DEAD)], now=timezone.now(), reason="seen")

@@ -11,8 +11,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from executions.models import Execution
-from executions.scheduling import job_pause
 from pools.models import PoolPause
+from scheduling.job_changes import job_pause
 
 pytestmark = pytest.mark.django_db
 

@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from audit.models import AuditEntry
 from executions.models import Execution
-from executions.scheduling import job_pause
 from jobs.models import Job
+from scheduling.job_changes import job_pause
 
 pytestmark = pytest.mark.django_db
 

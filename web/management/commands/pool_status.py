@@ -3,8 +3,8 @@ import json
 from django.core.management.base import BaseCommand
 
 from executions.clock import db_now
-from executions.pool_pauses import paused_pools
 from readmodels.selectors import pool_overviews
+from scheduling.pool_pauses import paused_pools
 from web.api.pools import pool_as_json
 
 

@@ -1,29 +1,24 @@
-"""Writes on a job and its executions together: create a job with its first run, change its timing
-(which re-times its pending run), cancel it with its unstarted runs, trigger a run now, pause and
-resume it. Each function is one transaction and states what it guarantees."""
+"""Creating jobs, one or a batch, each with its first run, in one transaction: the tenant's quotas
+(submit rate, active jobs) counted, and a repeated request under an idempotency key answered with
+what the first one made."""
 
 import hashlib
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef
 
-from executions import runs, tallies, transitions
-from executions.models import Execution, Origin, Run
-from executions.services import execution_cancel
-from executions.states import ExecutionState
+from executions import transitions
 from executions.store import store
-from jobs import cron, recurrence
-from jobs import transitions as job_transitions
-from jobs.models import Job, JobType
+from jobs import cron
+from jobs.models import Job
 from jobs.rows import new_row
-from jobs.states import TERMINAL as JOB_TERMINAL
-from jobs.states import InvalidJobTransition, JobState
-from jobs.versions import version_number, version_one, versions_record
+from jobs.states import JobState
+from scheduling import runs
+from scheduling.timing import complete_timing, first_fire
 from telemetry import tracing
 from tenants.models import Tenant
 from tenants.services import SubmitRate, submit_rate_check
@@ -31,16 +26,6 @@ from tenants.services import SubmitRate, submit_rate_check
 
 class IdempotencyConflict(Exception):
     """The key was used before with another request body."""
-
-
-class StaleVersion(Exception):
-    """A change was asked of a job at a version (an If-Match) that it is no longer at."""
-
-    def __init__(self, job_id: Any, current: int, expected: Collection[int]) -> None:
-        asked = " or ".join(str(number) for number in sorted(expected))
-        said = f"the change was asked of version {asked}" if asked else "the change named none of its versions"
-        super().__init__(f"job {job_id} is at version {current}; {said}")
-        self.current = current
 
 
 class InvalidItems(Exception):
@@ -61,43 +46,6 @@ class QuotaExceeded(Exception):
 
 def request_fingerprint(data: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def first_fire(*, job: Job, now: datetime) -> datetime | None:
-    """When a job's schedule first fires (a DELAYED job's run_at is set from its delay first);
-    None for an EVENT job, which no time fires. The API has refused a job without one: a one-off
-    with no time, a schedule that never fires. A schedule's hashed (H) values are resolved with
-    the job's id, so they hold for its life. A recurring job fires first at its `start_at` when
-    that is ahead (jobs/recurrence.py)."""
-    if job.type == JobType.EVENT:
-        return None
-    fire: datetime | None = job.run_at
-    if (schedule := recurrence.of_job(job)) is not None:
-        fire = recurrence.first_fire(schedule, now=now, start=job.start_at)
-    if fire is None:
-        raise ValueError(f"job {job.pk} ({job.type}) has no first fire")
-    return fire
-
-
-def _complete_timing(job: Job, now: datetime) -> None:
-    """What a job's timing takes from the moment it is made: a new DELAYED job's instant, and an
-    INTERVAL job's first fire when no `start_at` was given (a job changed to INTERVAL likewise)."""
-    if job.type == JobType.DELAYED and job._state.adding:
-        job.run_at = _delayed_run_at(job, now)
-    if job.type == JobType.INTERVAL and job.start_at is None:
-        job.start_at = now
-
-
-def _delayed_run_at(job: Job, now: datetime) -> datetime:
-    if job.delay_sec is None:
-        raise ValueError(f"DELAYED job {job.pk} has no delay")
-    return now + timedelta(seconds=job.delay_sec)
-
-
-def execution_create(*, job: Job, scheduled_for: datetime, now: datetime, origin: str = Origin.SCHEDULE) -> Execution:
-    """A run of `job` due at `scheduled_for` (executions/runs.py): its execution, or for a
-    workflow job its first step's. Each with its first event."""
-    return runs.fire(job=job, scheduled_for=scheduled_for, now=now, origin=origin).executions[0]
 
 
 @dataclass
@@ -171,7 +119,7 @@ def _job_create(
                     **fields,
                 },
             )
-            _complete_timing(job, now)
+            complete_timing(job, now)
             job.next_fire_at = first_fire(job=job, now=now)
             _insert_new_jobs(jobs=[job], now=now)
     except IntegrityError:
@@ -282,7 +230,7 @@ def _jobs_create_bulk(
                         **fields,
                     },
                 )
-                _complete_timing(job, now)
+                complete_timing(job, now)
                 try:
                     job.next_fire_at = first_fire(job=job, now=now)
                 except cron.CronError as exc:
@@ -336,165 +284,3 @@ def _job_by_key(*, tenant: Tenant, key: str, fingerprint: str) -> Job | None:
     if job is not None and job.request_fingerprint != fingerprint:
         raise IdempotencyConflict(f"Idempotency-Key '{key}' was already used with a different request body")
     return job
-
-
-# Fields whose change moves the pending fire of the schedule.
-_TIMING_FIELDS = {"type", "run_at", "delay_sec", "schedule", "timezone", "every_sec", "start_at"}
-
-
-def _check_version(job: Job, versions: Collection[int] | None) -> None:
-    """Refuse (StaleVersion) unless the job is at one of `versions` (None: at any). The caller
-    holds the job's row lock, which every change of its definition takes (job_update): of two
-    writers asking for the same version, the second reads the first one's version once it has
-    committed, and is refused."""
-    if versions is None:
-        return
-    current = version_number(job=job)
-    if current not in versions:
-        raise StaleVersion(job.pk, current, versions)
-
-
-def _lock_at_version(job: Job, versions: Collection[int] | None) -> None:
-    """For a state change asked of a version: the job's row lock, and the version checked under it."""
-    if versions is not None:
-        Job.objects.select_for_update().filter(pk=job.pk).values_list("pk", flat=True).first()
-        _check_version(job, versions)
-
-
-@transaction.atomic
-def job_update(
-    *, job: Job, fields: dict[str, Any], now: datetime, actor: str = "", if_version: Collection[int] | None = None
-) -> Job:
-    """Change a job's definition. A change of timing re-times its pending scheduled fire; a
-    change of pool or priority applies to executions not yet claimed. A change of the definition
-    records its next version (jobs.versions), made by `actor`, in the same transaction; an
-    update that changes nothing records none. With `if_version`, only a job at one of those
-    versions is changed (StaleVersion otherwise), checked under the job's row lock."""
-    job = Job.objects.select_for_update().get(pk=job.pk)
-    _check_version(job, if_version)
-    if job.state in JOB_TERMINAL:
-        # Nothing of a finished job will run again, so a new time would promise a phantom fire.
-        raise InvalidJobTransition(job.id, job.state, "updated")
-    before = {job.pk: version_one(job)}  # its version 1, should the row still be the only one that holds it
-    for name, value in fields.items():
-        setattr(job, name, value)
-    pending = Execution.objects.filter(job=job, state=ExecutionState.PENDING)
-    waiting = _waiting_run(job)
-    if _TIMING_FIELDS & fields.keys():
-        if job.type == JobType.DELAYED and "delay_sec" in fields:
-            job.run_at = _delayed_run_at(job, now)
-        _complete_timing(job, now)
-        fire = first_fire(job=job, now=now)
-        job.next_fire_at = fire
-        moved = pending.filter(origin=Origin.SCHEDULE, attempt=1, run__isnull=True).update(
-            scheduled_for=fire, available_at=fire, updated_at=now
-        )
-        if waiting is not None and fire is not None:
-            waiting.executions.update(scheduled_for=fire, available_at=fire, updated_at=now)
-            Run.objects.filter(pk=waiting.pk).update(scheduled_for=fire)
-        if moved or waiting is not None:
-            store().notify_due(fire or now)
-    if "workflow" in fields and waiting is not None:
-        # The scheduled run that has not begun takes the new steps: it is made again, at its time.
-        scheduled_for = Run.objects.get(pk=waiting.pk).scheduled_for
-        # Its executions go with it: first attempts that have not run count nothing (tallies.py).
-        waiting.delete()
-        runs.fire(job=job, scheduled_for=scheduled_for, now=now)
-    job.save()
-    # Under the row lock taken above: concurrent updates of the job number their versions in turn.
-    versions_record(jobs=[job], actor=actor, now=now, before=before)
-    if {"pool", "priority"} & fields.keys():
-        # A retry waiting here takes its earlier attempts to the new pool: the metrics' retries
-        # of each pool stay where they were (executions/tallies.py).
-        with tallies.folding(pending):
-            pending.update(pool=job.pool, priority=job.priority, updated_at=now)
-    return job
-
-
-def _waiting_run(job: Job) -> Run | None:
-    """The workflow job's scheduled run that has not begun: not admitted by a dispatcher, and
-    none of its steps past PENDING or BLOCKED at its first attempt. None for a plain job."""
-    if not job.workflow:
-        return None
-    for run in Run.objects.filter(job=job, origin=Origin.SCHEDULE, admitted=False):
-        started = run.executions.exclude(state__in=[ExecutionState.PENDING, ExecutionState.BLOCKED], attempt=1)
-        if not started.exists():
-            return run
-    return None
-
-
-@transaction.atomic
-def job_pause(*, job: Job, now: datetime, if_version: Collection[int] | None = None) -> Job:
-    """No execution of a paused job is claimed; the pending one waits for `resume`. With
-    `if_version`, as job_update's."""
-    _lock_at_version(job, if_version)
-    if not job_transitions.job_pause(job_id=job.pk, now=now):
-        raise InvalidJobTransition(job.pk, _state_of(job), JobState.PAUSED)
-    return Job.objects.get(pk=job.pk)
-
-
-@transaction.atomic
-def job_resume(*, job: Job, now: datetime, if_version: Collection[int] | None = None) -> Job:
-    """A resumed cron job whose pending fire is long past runs it per its misfire policy. With
-    `if_version`, as job_update's."""
-    _lock_at_version(job, if_version)
-    if not job_transitions.job_resume(job_id=job.pk, now=now):
-        raise InvalidJobTransition(job.pk, _state_of(job), JobState.ACTIVE)
-    store().notify_due(now)
-    return Job.objects.get(pk=job.pk)
-
-
-@transaction.atomic
-def job_cancel(*, job: Job, now: datetime, if_version: Collection[int] | None = None) -> Job:
-    """No future fires: the job is CANCELLED, and so is every execution of it not yet started
-    (pending or queued). Runs already started finish (cancel them one by one to stop them). With
-    `if_version`, as job_update's."""
-    _lock_at_version(job, if_version)
-    if not job_transitions.job_cancel(job_id=job.pk, now=now):
-        raise InvalidJobTransition(job.pk, _state_of(job), JobState.CANCELLED)
-    unstarted_states = [ExecutionState.PENDING, ExecutionState.QUEUED]
-    unstarted = Execution.objects.filter(job_id=job.pk, state__in=unstarted_states)
-    waiting = Execution.objects.filter(job_id=job.pk, state__in=[ExecutionState.BLOCKED, *unstarted_states])
-    for run_id in set(waiting.filter(run__isnull=False).values_list("run_id", flat=True)):
-        # A run's steps together, BLOCKED ones too; not one by one, which would cancel the steps
-        # below the first as its downstream steps.
-        runs.cancel_run(run_id=run_id, now=now, reason="job cancelled", running=False)
-    for execution in unstarted.filter(run__isnull=True):
-        execution_cancel(execution=execution, now=now, reason="job cancelled")
-    return Job.objects.get(pk=job.pk)
-
-
-@transaction.atomic
-def job_trigger(*, job: Job, now: datetime) -> Execution:
-    """Run now, outside the schedule: a new execution due immediately."""
-    job = Job.objects.select_for_update().get(pk=job.pk)
-    if job.state == JobState.COMPLETED:
-        if not job_transitions.job_reopen(job_id=job.pk, now=now):
-            raise InvalidJobTransition(job.pk, _state_of(job), JobState.ACTIVE)
-    elif job.state == JobState.PAUSED:
-        raise InvalidJobTransition(job.pk, job.state, "triggered", "the job is paused; resume it first")
-    elif job.state != JobState.ACTIVE:
-        raise InvalidJobTransition(job.pk, job.state, "triggered", f"the job is {job.state.lower()}; it runs no more")
-    return execution_create(job=job, scheduled_for=now, now=now, origin=Origin.TRIGGER)
-
-
-def _state_of(job: Job) -> str:
-    return Job.objects.filter(pk=job.pk).values_list("state", flat=True).first() or job.state
-
-
-def jobs_prune(*, before: datetime, limit: int) -> int:
-    """Delete up to `limit` jobs that ended (COMPLETED or CANCELLED) before `before` and have no
-    execution left, oldest first, with their versions. The sweeper prunes finished executions
-    after the retention, then this: at a constant daily volume of one-off jobs the jobs table
-    holds steady too, instead of growing by the day's volume for ever. Reads the partial index
-    of ended jobs (job_ended), so the look costs what it finds, not the table's size. It takes
-    no execution with it, so the metrics' counters have nothing to fold (executions/tallies.py)."""
-    ids = list(
-        Job.objects.filter(state__in=JOB_TERMINAL, updated_at__lt=before)
-        .exclude(Exists(Execution.objects.filter(job_id=OuterRef("pk"))))
-        .order_by("updated_at")
-        .values_list("pk", flat=True)[:limit]
-    )
-    if ids:
-        Job.objects.filter(pk__in=ids).delete()
-    return len(ids)

@@ -7,13 +7,15 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from executions import runs, transitions
+from executions import transitions
 from executions.models import Execution, ExecutionEvent, Run
-from executions.services import execution_redrive, execution_settle_failure
 from executions.states import InvalidTransition
 from executions.store import Success
 from jobs.models import Job
 from readmodels.runs import run_state
+from scheduling import runs
+from scheduling.execution_changes import execution_redrive
+from scheduling.failures import execution_settle_failure
 from testing.steps import claim, start
 
 pytestmark = pytest.mark.django_db
@@ -206,7 +208,7 @@ def test_a_batch_of_successes_releases_downstream_steps_in_its_own_transaction(t
 
 
 def test_deleting_the_job_cancels_its_blocked_steps_as_the_jobs(tenant, make_job):
-    from executions.scheduling import job_cancel
+    from scheduling.job_changes import job_cancel
 
     now = timezone.now()
     job = _workflow_job(make_job, tenant, now)

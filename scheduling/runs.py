@@ -14,15 +14,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef
 
 from executions import steps, transitions
 from executions.models import Execution, Origin, Run
-from executions.services import execution_cancel
 from executions.states import TERMINAL, ExecutionState, InvalidTransition
 from executions.store import Moved
 from jobs import misfire, recurrence, workflow
 from jobs.models import ConcurrencyPolicy, Job, MisfirePolicy
+from scheduling.execution_changes import execution_cancel
 from telemetry import tracing
 
 S = ExecutionState
@@ -177,21 +176,6 @@ def _make_next(job: Job, *, after: datetime, now: datetime, previous: str = "") 
     finally:
         transitions.advance_jobs(next_fires={job.pk: fire_at})
     return 1
-
-
-def runs_prune(*, before: datetime, limit: int) -> int:
-    """Delete up to `limit` runs made before `before` whose executions are all gone (the sweeper
-    prunes finished executions after the retention, then this). Returns how many. It takes no
-    execution with it, so the metrics' counters have nothing to fold (executions/tallies.py)."""
-    ids = list(
-        Run.objects.filter(created_at__lt=before)
-        .exclude(Exists(Execution.objects.filter(run_id=OuterRef("pk"))))
-        .order_by("created_at")
-        .values_list("pk", flat=True)[:limit]
-    )
-    if ids:
-        Run.objects.filter(pk__in=ids).delete()
-    return len(ids)
 
 
 def step_spec(*, run_id: Any, name: str) -> dict[str, Any]:

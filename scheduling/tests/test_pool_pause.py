@@ -9,8 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from executions.models import Execution
-from executions.pool_pauses import UnknownPool, paused_pools, pool_pause, pool_resume
 from readmodels.pending_reasons import pending_reasons
+from scheduling.pool_pauses import UnknownPool, paused_pools, pool_pause, pool_resume
 from testing.steps import capacity, claim, dispatch
 
 pytestmark = pytest.mark.django_db

@@ -12,22 +12,25 @@ registry, pools/registry.py) plus a small buffer, and the rest stays PENDING. Th
 3. Within a tenant, earliest due first.
 4. Never past a tenant's `max_concurrent_executions` (its QUEUED + RUNNING, in every pool).
 
-Nothing of a paused pool (executions/pool_pauses.py) is admitted: the claim's snapshot names
+Nothing of a paused pool (scheduling/pool_pauses.py) is admitted: the claim's snapshot names
 the paused pools, and their due work is not even read. It is not "held back" either: a paused
 pool is not looked at again soon, its resume wakes the dispatchers.
 
 When everything due in a pool fits, it is all admitted in due order (one index walk); the fair
-order is worked out only when the pool is contended. The claim is one transaction that first
+order is worked out only when the pool is contended. The claim (`claim`) is one transaction that first
 takes the claim lock (so that limits hold with any number of dispatchers), then reads the
 admitted counts, the tenants' standing and their due work, and ends with the tags it moved on.
 """
 
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import NamedTuple
 
-from executions.store import store
+from executions import transitions
+from executions.store import Moved, store
 from executions.store.admission import DueRow
 from jobs.models import Priority
 from pools import registry
@@ -98,6 +101,26 @@ def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
             admission.chosen += taken
             tenant_load.update(row[2] for row in taken)
     return admission
+
+
+class Claimed(NamedTuple):
+    executions: list[Moved]  # in the order to publish
+    cron_job_ids: set[uuid.UUID]  # the cron jobs among theirs
+    admission: Admission  # the pools as the claim found them, and which left due work waiting
+
+
+def claim(*, now: datetime, limit: int, publish_grace: timedelta, limit_of: LimitOf) -> Claimed:
+    """The dispatcher's claim: PENDING → QUEUED for the due executions `choose` admits (at most
+    `limit`), through the named transition `queue_many`, in the order to publish. Call inside the
+    transaction that publishes after commit: it holds the claim lock and the rows' locks."""
+    admission = choose(now=now, limit=limit, limit_of=limit_of)
+    if not admission.chosen:
+        return Claimed([], set(), admission)
+    order = {row[0]: position for position, row in enumerate(admission.chosen)}
+    moved = transitions.queue_many(list(order), now=now, publish_grace=publish_grace)
+    moved.sort(key=lambda m: order[m.id])
+    cron = {row[0] for row in admission.chosen if row[1]}
+    return Claimed(moved, {m.job_id for m in moved if m.id in cron}, admission)
 
 
 def _within_limits(rows: list[DueRow], tenant_load: Counter[int], caps: dict[int, int]) -> bool:

@@ -1,5 +1,5 @@
 """Pausing a whole pool: nothing of it is admitted while it is paused (the claim skips it,
-executions/admission.py); what is QUEUED or RUNNING finishes; resume admits again at once.
+scheduling/admission.py); what is QUEUED or RUNNING finishes; resume admits again at once.
 
 Pools are shared by every tenant, so pausing one is an operator's (staff) action; the callers
 (the API, the dashboard) check that and audit it. Both services are idempotent: pausing a paused

@@ -1,4 +1,4 @@
-"""Admission in-process (executions/admission.py through dispatcher.run_once), on both stores:
+"""Admission in-process (scheduling/admission.py through dispatcher.run_once), on both stores:
 capacity from the registry, strict priority, the fair order between tenants and the tenants'
 concurrency limits. The same with real processes: tests_e2e/test_e2e_fairness.py."""
 

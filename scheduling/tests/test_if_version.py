@@ -1,4 +1,4 @@
-"""executions.scheduling: a change asked of a job at a version (the API's If-Match) is made only if
+"""scheduling.job_changes: a change asked of a job at a version (the API's If-Match) is made only if
 the job is still at it, checked under the job's row lock, so that of two writers that read the
 same version one wins and the other is refused (StaleVersion), never both."""
 
@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 import pytest
 from django.db import connection
 
-from executions.scheduling import StaleVersion, job_cancel, job_pause, job_resume, job_update
 from jobs.models import Job
 from jobs.versions import version_number
+from scheduling.job_changes import StaleVersion, job_cancel, job_pause, job_resume, job_update
 from tenants.services import tenant_create
 
 NOW = datetime(2031, 3, 14, 9, 0, tzinfo=UTC)
