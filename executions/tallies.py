@@ -10,7 +10,7 @@ tally into the totals in the same transaction (`folding`), so the counter stays 
   a finished row becomes unfinished, and the end it had still counts;
 - a discard from the dead letter (transitions.discard_dead_many): the DEAD end keeps counting as
   DEAD, never as a second, DISCARDED end;
-- a job update that moves its pending runs to another pool (scheduling.job_update): their earlier
+- a job update that moves its pending runs to another pool (scheduling.job_changes.job_update): their earlier
   retries go with them, so the old pool's totals keep them and the new pool's give them back;
 - deleting jobs, executions or tenants in the admin (web/admin.py), whose cascade takes executions.
 Nothing else removes an execution that counts: runs_prune and jobs_prune delete only runs and jobs
