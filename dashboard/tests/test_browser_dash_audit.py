@@ -130,6 +130,8 @@ def test_the_upcoming_fires_view_shows_a_midnight_herd_and_lists_a_buckets_jobs(
     chosen: an hourly job's, before or after the herd's by the time of day) lists that bucket's
     jobs. The herd's hour is some six hours ahead: the page's 24 hours start at the current
     bucket, so a midnight herd fell outside them from 00:00 to 00:15."""
+    from executions.clock import db_now
+    from pools import registry
     from tenants.services import tenant_create
 
     hour = (timezone.now() + timedelta(hours=6)).hour
@@ -138,6 +140,9 @@ def test_the_upcoming_fires_view_shows_a_midnight_herd_and_lists_a_buckets_jobs(
     for i in range(40):
         _job(acme, name=f"export-{i:02}", type="CRON", schedule=f"0 {hour} * * *", run_at=None)
     _job(acme, name="hourly-sync", type="CRON", schedule="30 * * * *", run_at=None)
+    # The last test's flush emptied the worker registry; the stack's worker registers again at
+    # its next beat, later on a loaded machine.
+    _wait_for(lambda: "default" in registry.capacity(db_now()), message="the worker to register again")
 
     for label, viewport in (("wide", WIDE), ("narrow", NARROW)):
         page = _page(browser, stack, "ada", viewport=viewport)
