@@ -30,11 +30,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import dj_database_url
 from celery.schedules import crontab
-from django.db.utils import ConnectionHandler
+from django.db.utils import ConnectionHandler, OperationalError
 from django.utils.dateparse import parse_datetime
 
 from audit.services import Actor, Target, audited
@@ -314,7 +315,7 @@ def first_fire_of(fields: dict[str, Any], now: datetime) -> datetime:
 def read_source(url: str) -> list[BeatTask]:
     """The PeriodicTasks of the database at `url` (any database Django speaks), through a
     connection of the command's own."""
-    connection = ConnectionHandler({"default": dj_database_url.parse(url)})["default"]
+    connection = _source_connection(url)
     try:
         with connection.cursor() as cursor:
             cursor.execute(SOURCE_QUERY)
@@ -322,6 +323,15 @@ def read_source(url: str) -> list[BeatTask]:
     finally:
         connection.close()
     return [BeatTask(*(_value(v) for v in row)) for row in rows]
+
+
+def _source_connection(url: str):
+    """A connection of the command's own to `url`. SQLite would create a file that is not there
+    and then report "no such table": a mistyped path is said as what it is."""
+    config = dj_database_url.parse(url)
+    if config["ENGINE"].endswith("sqlite3") and config["NAME"] != ":memory:" and not Path(config["NAME"]).is_file():
+        raise OperationalError(f"no SQLite file at {config['NAME']}")
+    return ConnectionHandler({"default": config})["default"]
 
 
 def _value(value: Any) -> Any:
@@ -337,7 +347,7 @@ def disable_source(url: str, task_ids: list[int], *, now: datetime) -> int:
     beat reloads its schedule (a restart is surer: the docs say to restart it)."""
     if not task_ids:
         return 0
-    connection = ConnectionHandler({"default": dj_database_url.parse(url)})["default"]
+    connection = _source_connection(url)
     try:
         with connection.cursor() as cursor:
             marks = ", ".join(["%s"] * len(task_ids))

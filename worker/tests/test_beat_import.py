@@ -114,3 +114,16 @@ def test_one_off_and_disabled_tasks():
     assert (one_off.fields["type"], one_off.fields["run_at"]) == ("ONCE", datetime(2026, 11, 28, 13, tzinfo=UTC))
     disabled = plan_of(task(every=1, period="hours", enabled=False), bridge="b", now=NOW)
     assert disabled.paused
+
+
+@pytest.mark.django_db
+def test_a_missing_sqlite_file_is_refused_as_missing_and_not_created(tenant, settings, tmp_path):
+    """SQLite creates a file it is pointed at; a mistyped --from names the path instead of
+    reporting "no such table" from an empty file left behind."""
+    from django.core.management import CommandError, call_command
+
+    settings.TICKWORK_CELERY_BRIDGES = {"legacy": {"broker": "memory://"}}
+    missing = tmp_path / "beat.sqlite3"
+    with pytest.raises(CommandError, match=f"no SQLite file at {missing}"):
+        call_command("import_beat", "--from", f"sqlite:///{missing}", "--tenant", tenant.slug, "--bridge", "legacy")
+    assert not missing.exists()
