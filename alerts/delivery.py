@@ -8,7 +8,7 @@ the same row at once. An alerter that dies between sending and saying so leaves 
 again after the claim: delivery is at least once, and each webhook carries an `Idempotency-Key`
 (the alert, the event) for a receiver to drop a repeat.
 
-Webhooks go through the `http` handler's code (worker/http_call.py): the same refusal of private
+Webhooks go through the `http` handler's code (outbound/http_call.py): the same refusal of private
 addresses (TICKWORK_HTTP_ALLOW_PRIVATE), no redirects, a bounded time, and the same
 `X-Tickwork-Signature`, made with the rule's tenant's signing secret, or for a global rule with
 TICKWORK_ALERTS_SIGNING_SECRET.
@@ -25,8 +25,8 @@ from django.core.mail import send_mail
 from django.db import connection, transaction
 
 from alerts.models import Alert, Notification, NotificationEvent, NotificationState
+from outbound.http_call import perform_request
 from tenants.selectors import signing_secrets_now
-from worker.http_call import perform_request
 
 logger = logging.getLogger(__name__)
 BATCH = 50

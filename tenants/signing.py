@@ -1,5 +1,5 @@
 """The `X-Tickwork-Signature` scheme, both ways: the `http` handler signs what it sends with the
-tenant's signing secret (worker/http_call.py), and an inbound webhook is verified with the
+tenant's signing secret (outbound/http_call.py), and an inbound webhook is verified with the
 tenant's inbound secret (events/hooks.py).
 
 `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">` (Stripe's scheme): the timestamp is

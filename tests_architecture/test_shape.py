@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = [
     "tickwork",
     "telemetry",
+    "outbound",
     "tenants",
     "jobs",
     "pools",

@@ -5,9 +5,9 @@ from rest_framework import serializers
 
 from jobs.payloads import StrictSerializer
 from jobs.registry import register
+from outbound.http_call import ALLOWED_METHODS, HttpCallError, check_url, perform_request
 from worker import celery_bridge
 from worker.context import HandlerContext
-from worker.http_call import ALLOWED_METHODS, HttpCallError, check_url, perform_request
 
 MAX_SECONDS = 7 * 86400
 

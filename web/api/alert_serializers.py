@@ -11,8 +11,8 @@ from rest_framework import serializers
 from alerts.kinds import DEFAULT_WINDOW_SECONDS, WINDOW_MAX_SECONDS, WINDOW_MIN_SECONDS
 from alerts.models import Alert, AlertKind, AlertRule, AlertState, NotificationEvent, NotificationState
 from jobs.payloads import StrictSerializer
+from outbound.http_call import HttpCallError, check_url
 from web.api.job_fields import PoolNameField, StoredChoiceField
-from worker.http_call import HttpCallError, check_url
 
 MAX_CHANNELS = 10
 MAX_URL_LENGTH = 2000

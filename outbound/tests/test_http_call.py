@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from worker.http_call import (
+from outbound.http_call import (
     IDEMPOTENCY_HEADER,
     MAX_RESPONSE_BYTES,
     SIGNATURE_HEADER,
