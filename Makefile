@@ -8,7 +8,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/tickwork_test
 # and kombu's filesystem broker. tests_smoke and tests_standalone start their own embedded
 # installs whatever the run's database, so the first run covers them.
 EMBEDDED_VAR_DIR ?= var/test-embedded
-EMBEDDED_TESTS ?= telemetry tenants jobs pools executions scheduling readmodels events audit alerts background dispatcher worker maintenance web dashboard tests_e2e tests_docs --ignore=dashboard/tests/test_browser.py
+EMBEDDED_TESTS ?= telemetry tenants jobs pools store executions scheduling readmodels events audit alerts background dispatcher worker maintenance web dashboard tests_e2e tests_docs --ignore=dashboard/tests/test_browser.py
 HOST ?= 127.0.0.1
 PORT ?= 8000
 

@@ -22,10 +22,10 @@ from rest_framework.exceptions import ValidationError
 
 from audit.models import ActorKind, AuditEntry, AuditOutcome
 from executions.states import InvalidTransition
-from executions.store import store
 from jobs.rows import new_row
 from jobs.states import InvalidJobTransition
 from scheduling.job_creation import QuotaExceeded
+from store import store
 
 T = TypeVar("T")
 # What the services raise when an object's state forbids the action: a refusal, not a fault.

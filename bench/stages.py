@@ -141,8 +141,8 @@ class Bench:
         import psycopg
         from django.conf import settings
 
-        from executions.store import store
         from scheduling import admission
+        from store import store
 
         grace = timedelta(seconds=settings.TICKWORK_PUBLISH_GRACE_SECONDS)
         earliest = min(

@@ -26,7 +26,6 @@ from executions import transitions
 from executions.clock import db_now
 from executions.models import Execution, Origin
 from executions.states import ACTIVE, ExecutionState, InvalidTransition
-from executions.store import DueListener, Fire, Moved, store
 from jobs import cron, misfire
 from jobs.models import ConcurrencyPolicy, MisfirePolicy
 from jobs.recurrence import Interval
@@ -35,6 +34,7 @@ from pools.roles import RoleBeat
 from scheduling import runs
 from scheduling.admission import claim
 from scheduling.execution_changes import execution_cancel
+from store import DueListener, Fire, Moved, store
 from telemetry import tracing
 
 logger = logging.getLogger(__name__)

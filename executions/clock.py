@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
 
-from executions.store import store
+from store import store
 
 # How long a measurement is trusted before it is taken again. One statement per process this
 # often is nothing; it bounds the drift between the monotonic and the database's clock.

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from executions import observers
 from executions.states import ExecutionState, InvalidTransition, check
 from executions.storable import storable_text
-from executions.store import store
+from store import store
 
 S = ExecutionState
 F_ = TypeVar("F_", bound=Callable[..., Any])

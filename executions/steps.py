@@ -27,8 +27,8 @@ from executions import observers, tallies
 from executions.models import Execution, Run
 from executions.moves import FRESH_ATTEMPT, moves
 from executions.states import ExecutionState
-from executions.store import Moved, store
 from jobs import workflow
+from store import Moved, store
 from telemetry import tracing
 
 S = ExecutionState

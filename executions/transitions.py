@@ -5,7 +5,7 @@ against the table in executions/states.py when this module loads), is one condit
 guarded by the source state (and, for a worker's writes, its lease token), records an
 ExecutionEvent in the same transaction, and returns what it moved. Zero rows is an answer, not
 success: every caller handles it. How each is written on the database in use is the store's
-business (executions/store); what follows a move is done here: observers hear of it after commit
+business (store/); what follows a move is done here: observers hear of it after commit
 (executions/observers.py), and work that became due wakes the dispatchers (`notify_due`).
 
 What a handler produced (result, error, traceback, message) is made storable first
@@ -29,8 +29,8 @@ from executions.moves import FRESH_ATTEMPT, accepts, move_one, moves
 from executions.moves import NAMED as NAMED  # the table of named transitions, for its test
 from executions.states import REDRIVABLE, RETRYABLE, TERMINAL, ExecutionState
 from executions.storable import storable_json, storable_text
-from executions.store import Beat, Fire, Moved, Started, Success, store
 from jobs.rows import new_row
+from store import Beat, Fire, Moved, Started, Success, store
 from telemetry import tracing
 
 S = ExecutionState

@@ -3,7 +3,7 @@ and is one conditional UPDATE. Zero rows is an answer (the job was not in a sour
 moved it first, or the move is not allowed from where it is); every caller handles it.
 
 Settling (ACTIVE → COMPLETED) happens inside the execution move that ends a one-off job's last
-run (executions/store), so that no run ends without its job being settled in the same
+run (store/), so that no run ends without its job being settled in the same
 transaction; `jobs_complete` is that move, and PostgreSQL's store writes it as a step of the
 execution's statement.
 """

@@ -94,7 +94,7 @@ class Role(models.Model):
 class PoolPause(models.Model):
     """A pool an operator has paused: nothing of it is admitted until the row is gone (resume);
     what is QUEUED or RUNNING finishes. The claim reads the set of them with its snapshot, in the
-    same round trip (executions/store/admission.py), so a pause costs no query of its own."""
+    same round trip (store/admission.py), so a pause costs no query of its own."""
 
     pool = models.CharField(max_length=64, unique=True)
     paused_at = models.DateTimeField()

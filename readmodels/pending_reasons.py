@@ -23,11 +23,11 @@ from typing import Any
 
 from executions.models import Execution
 from executions.states import ExecutionState
-from executions.store import store
 from jobs.models import Job, Priority
 from jobs.states import JobState
 from pools import registry
 from readmodels.durations import duration
+from store import store
 from tenants.models import Tenant
 
 S = ExecutionState

@@ -5,7 +5,7 @@ whose executions would be too many to read per page."""
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from executions.store import store
+from store import store
 
 
 @dataclass

@@ -30,11 +30,11 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from executions import transitions
-from executions.store import Moved, store
-from executions.store.admission import DueRow
 from jobs.models import Priority
 from pools import registry
 from pools.fair import Contender, FairShare, Share
+from store import Moved, store
+from store.admission import DueRow
 
 # How many times a contended claim offers the starts that tenants with fewer due executions
 # than their share left over (each time to the others, in fair order).

@@ -11,7 +11,6 @@ from django.db import transaction
 from executions import tallies
 from executions.models import Execution, Origin, Run
 from executions.states import ExecutionState
-from executions.store import store
 from jobs import transitions as job_transitions
 from jobs.models import Job, JobType
 from jobs.states import TERMINAL as JOB_TERMINAL
@@ -20,6 +19,7 @@ from jobs.versions import version_number, version_one, versions_record
 from scheduling import runs
 from scheduling.execution_changes import execution_cancel
 from scheduling.timing import complete_timing, delayed_run_at, first_fire
+from store import store
 
 
 class StaleVersion(Exception):

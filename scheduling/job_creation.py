@@ -12,13 +12,13 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from executions import transitions
-from executions.store import store
 from jobs import cron
 from jobs.models import Job
 from jobs.rows import new_row
 from jobs.states import JobState
 from scheduling import runs
 from scheduling.timing import complete_timing, first_fire
+from store import store
 from telemetry import tracing
 from tenants.models import Tenant
 from tenants.services import SubmitRate, submit_rate_check

@@ -10,9 +10,9 @@ from datetime import datetime
 
 from django.db import transaction
 
-from executions.store import store
 from jobs import registry as job_registry
 from pools.models import PoolPause
+from store import store
 
 
 class UnknownPool(Exception):

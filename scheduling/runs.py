@@ -18,10 +18,10 @@ from django.db import IntegrityError, transaction
 from executions import steps, transitions
 from executions.models import Execution, Origin, Run
 from executions.states import TERMINAL, ExecutionState, InvalidTransition
-from executions.store import Moved
 from jobs import misfire, recurrence, workflow
 from jobs.models import ConcurrencyPolicy, Job, MisfirePolicy
 from scheduling.execution_changes import execution_cancel
+from store import Moved
 from telemetry import tracing
 
 S = ExecutionState

@@ -16,6 +16,7 @@ PRODUCT = [
     "tenants",
     "jobs",
     "pools",
+    "store",
     "executions",
     "scheduling",
     "readmodels",
@@ -32,7 +33,7 @@ PRODUCT = [
     "scheduler_project",
 ]
 # The modules allowed to ask which database they are on: the store seams' pickers.
-STORE_SEAMS = {"executions/store/__init__.py", "dashboard/queries/__init__.py"}
+STORE_SEAMS = {"store/__init__.py", "dashboard/queries/__init__.py"}
 MAX_LINES = 650  # "about 600"
 
 

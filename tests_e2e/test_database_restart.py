@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from background.loop import run_forever
 from executions.models import Execution
-from executions.store import store
+from store import store
 from testing.harness import events, execution_in, wait_for
 from testing.steps import capacity
 

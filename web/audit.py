@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from audit.models import ActorKind, AuditOutcome
 from audit.services import Actor, Target, audit_record, client_ip, error_lines, outcome_of
-from executions.store import store
+from store import store
 from tenants.models import ApiToken
 from tenants.selectors import token_ever_issued
 from web.authentication import TokenPrincipal, actor_of

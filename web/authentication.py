@@ -6,7 +6,7 @@ from django.db.models import Field
 from django.utils import timezone
 from rest_framework import authentication, exceptions, serializers
 
-from executions.store import store
+from store import store
 from tenants.models import ApiToken, Tenant
 from tenants.selectors import scope_of, tenant_for_create
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from billiard.process import active_children
 from django.db import connection
 
-from executions.store import store
+from store import store
 from worker import runner
 
 logger = logging.getLogger(__name__)

@@ -28,10 +28,10 @@ from executions import transitions
 from executions.clock import db_now
 from executions.models import Execution
 from executions.states import ExecutionState
-from executions.store import Started, Success, store
 from jobs import registry
 from scheduling import runs
 from scheduling.failures import execution_settle_failure
+from store import Started, Success, store
 from telemetry import tracing
 from tenants.selectors import signing_secrets_now
 from worker import log_capture

@@ -8,11 +8,11 @@ from django.utils import timezone
 
 from executions.models import Execution
 from executions.states import InvalidTransition
-from executions.store import store
 from jobs import cron
 from jobs import transitions as job_transitions
 from jobs.models import Job, Priority
 from scheduling.execution_changes import execution_cancel
+from store import store
 from testing.harness import history
 from testing.steps import claim, dispatch, start, succeed
 from worker import runner

@@ -9,8 +9,8 @@ from django.db import connection
 from django.utils import timezone
 
 from dispatcher.wakeup import DueClock
-from executions.store import store
-from executions.store.postgres import ALREADY_DUE, WAKE_HORIZON, Listener, _due
+from store import store
+from store.postgres import ALREADY_DUE, WAKE_HORIZON, Listener, _due
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

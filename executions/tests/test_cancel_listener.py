@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from executions import transitions
 from executions.models import Execution
-from executions.store import store
+from store import store
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HOST = socket.gethostname()

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from executions.store import store
 from jobs.models import Job, JobType
+from store import store
 from tenants.models import Tenant
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,8 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from psycopg import pq
 
-from executions.store import store
 from jobs.models import Job, JobType
+from store import store
 from tenants.services import tenant_create
 
 pytestmark = pytest.mark.django_db

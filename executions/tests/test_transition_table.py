@@ -11,7 +11,7 @@ from executions import steps, transitions
 from executions.models import Execution, ExecutionEvent, Run
 from executions.states import TRANSITIONS, InvalidTransition
 from executions.states import ExecutionState as S
-from executions.store import Success
+from store import Success
 
 LEASE = timedelta(seconds=30)
 

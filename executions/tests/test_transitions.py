@@ -14,9 +14,9 @@ from django.utils import timezone
 from executions import transitions
 from executions.models import Execution, ExecutionEvent
 from executions.states import ExecutionState as S
-from executions.store import Success, store
 from jobs.models import Job
 from scheduling.job_changes import job_trigger
+from store import Success, store
 
 
 def _queued_then_running(execution, now):

@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from executions import steps, transitions
 from executions.models import Execution, ExecutionEvent
-from executions.store import Success
 from scheduling.tests.test_workflow_runs import _steps, _workflow_job
+from store import Success
 from testing.steps import capacity, start
 
 pytestmark = pytest.mark.django_db(transaction=True)

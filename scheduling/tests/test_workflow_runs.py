@@ -10,12 +10,12 @@ from django.utils import timezone
 from executions import transitions
 from executions.models import Execution, ExecutionEvent, Run
 from executions.states import InvalidTransition
-from executions.store import Success
 from jobs.models import Job
 from readmodels.runs import run_state
 from scheduling import runs
 from scheduling.execution_changes import execution_redrive
 from scheduling.failures import execution_settle_failure
+from store import Success
 from testing.steps import claim, start
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,8 @@ import yaml
 from django.utils import timezone
 
 from executions.models import Execution, ExecutionEvent
-from executions.store import store
 from jobs.models import Job
+from store import store
 
 pytestmark = pytest.mark.django_db
 

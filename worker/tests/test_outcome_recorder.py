@@ -12,7 +12,7 @@ from django.utils import timezone
 
 import testing.handlers_for_tests  # noqa: F401  (registers test-atomic-noop)
 from executions.models import Execution
-from executions.store import Success
+from store import Success
 from testing.steps import claim
 from worker import runner, tasks
 

@@ -3,7 +3,7 @@
 The named transitions (executions/transitions.py, jobs/transitions.py) say what moves and which
 fields each move writes; the store says how that is written on one database. `Store` is the
 embedded default (SQLite), written with the ORM and portable SQL; `PostgresStore`
-(executions/store/postgres.py) overrides the statements that PostgreSQL runs faster in another
+(store/postgres.py) overrides the statements that PostgreSQL runs faster in another
 shape: data-modifying CTEs that write the events and settle the jobs in the same statement,
 array parameters, prepared statements, SKIP LOCKED, NOTIFY and the database's clock.
 
@@ -26,14 +26,12 @@ from django.db.models import Field, Model
 from django.db.models.expressions import Combinable
 from django.db.models.sql import UpdateQuery
 
-from executions.models import Execution, ExecutionEvent
-from executions.states import TERMINAL, ExecutionState
-from executions.store.admission import AdmissionStatements
 from jobs import transitions as job_transitions
 from jobs import workflow
 from jobs.models import Job
-
-S = ExecutionState
+from store import tables
+from store.admission import AdmissionStatements
+from store.tables import FINISHED, PENDING, QUEUED, RUNNING, SUCCEEDED, execution_field
 
 
 class Moved(NamedTuple):
@@ -145,8 +143,8 @@ class Store(AdmissionStatements):
         self,
         *,
         execution_id: Any,
-        source: ExecutionState,
-        target: ExecutionState,
+        source: str,
+        target: str,
         now: datetime,
         values: dict[str, Any],
         lease_token: int | None = None,
@@ -159,9 +157,14 @@ class Store(AdmissionStatements):
         if lease_token is not None:
             where["lease_token"] = lease_token
         with transaction.atomic():
-            if Execution.objects.filter(**where).update(state=target, updated_at=now, **values) != 1:
+            executions = tables.execution()._default_manager
+            if executions.filter(**where).update(state=target, updated_at=now, **values) != 1:
                 return None
-            row = Execution.objects.values("attempt", "worker_id", "job_id", "tenant_id").get(pk=execution_id)
+            row = (
+                tables.execution()
+                ._default_manager.values("attempt", "worker_id", "job_id", "tenant_id")
+                .get(pk=execution_id)
+            )
             self.record_events(
                 [(execution_id, row["attempt"], row["worker_id"])],
                 source=source,
@@ -169,7 +172,7 @@ class Store(AdmissionStatements):
                 now=now,
                 message=message,
             )
-            if target in TERMINAL:
+            if target in FINISHED:
                 self.settle_jobs(job_ids=[row["job_id"]], now=now)
         return (execution_id, row["job_id"], row["tenant_id"], target)
 
@@ -178,9 +181,10 @@ class Store(AdmissionStatements):
     ) -> tuple[Started, Change] | None:
         """QUEUED → RUNNING with `values`, its lease until now + lease and its timeout until now +
         the job's timeout; reads what the handler needs."""
-        row = (
-            Execution.objects.select_related("job", "tenant", "run")
-            .filter(pk=execution_id, state=S.QUEUED, lease_token=lease_token)
+        row: Any = (
+            tables.execution()
+            ._default_manager.select_related("job", "tenant", "run")
+            .filter(pk=execution_id, state=QUEUED, lease_token=lease_token)
             .first()
         )
         if row is None:
@@ -190,8 +194,8 @@ class Store(AdmissionStatements):
             timeout_sec = workflow.step_of(row.run.steps, row.step).get("timeoutSec") or timeout_sec
         change = self.move(
             execution_id=execution_id,
-            source=S.QUEUED,
-            target=S.RUNNING,
+            source=QUEUED,
+            target=RUNNING,
             now=now,
             lease_token=lease_token,
             message="started",
@@ -226,8 +230,8 @@ class Store(AdmissionStatements):
         for success in successes:
             change = self.move(
                 execution_id=success.execution_id,
-                source=S.RUNNING,
-                target=S.SUCCEEDED,
+                source=RUNNING,
+                target=SUCCEEDED,
                 now=success.finished_at,
                 lease_token=success.lease_token,
                 message="succeeded",
@@ -239,13 +243,13 @@ class Store(AdmissionStatements):
 
     def heartbeat(self, *, execution_id: Any, lease_token: int, now: datetime, lease: timedelta) -> Beat | None:
         """Extend a RUNNING run's lease for the worker holding `lease_token`; None if it does not."""
-        db_id = Execution._meta.pk.get_db_prep_value(as_uuid(execution_id), self.db)
+        db_id = tables.execution()._meta.pk.get_db_prep_value(as_uuid(execution_id), self.db)
         rows = self.fetch(
             "UPDATE executions_execution SET lease_expires_at = %s, heartbeat_at = %s"
             " WHERE id = %s AND state = 'RUNNING' AND lease_token = %s"
             " RETURNING cancel_requested_at, timeout_at",
             [now + lease, now, db_id, lease_token],
-            read_as=[Execution._meta.get_field("cancel_requested_at"), Execution._meta.get_field("timeout_at")],
+            read_as=[execution_field("cancel_requested_at"), execution_field("timeout_at")],
         )
         return Beat(*rows[0]) if rows else None
 
@@ -254,8 +258,8 @@ class Store(AdmissionStatements):
     def move_set(
         self,
         *,
-        source: ExecutionState,
-        target: ExecutionState,
+        source: str,
+        target: str,
         now: datetime,
         where: str,
         params: Sequence[Any],
@@ -277,7 +281,7 @@ class Store(AdmissionStatements):
                     now=now,
                     message=message,
                 )
-                if target in TERMINAL:
+                if target in FINISHED:
                     self.settle_jobs(job_ids=list({m.job_id for m in moved}), now=now)
         return moved, [(m.id, m.job_id, m.tenant_id, target) for m in moved]
 
@@ -291,16 +295,16 @@ class Store(AdmissionStatements):
         )
         return sql, [target.value, now, *assignment_params, source.value, *params]
 
-    def batch_of(self, state: ExecutionState, condition: str) -> str:
+    def batch_of(self, state: str, condition: str) -> str:
         """SQL: the ids of up to %s (a parameter) executions in `state` matching `condition`."""
         return (
-            f"id IN (SELECT id FROM executions_execution WHERE state = '{state.value}' AND {condition}"
+            f"id IN (SELECT id FROM executions_execution WHERE state = '{state}' AND {condition}"
             f" LIMIT %s{self.skip_locked})"
         )
 
     def id_in(self, ids: Sequence[Any]) -> tuple[str, list]:
         """SQL and parameters: `id` is one of `ids`."""
-        pk = Execution._meta.pk
+        pk = tables.execution()._meta.pk
         return f"id IN ({', '.join(['%s'] * len(ids))})", [pk.get_db_prep_value(as_uuid(i), self.db) for i in ids]
 
     def pipelined(self) -> AbstractContextManager[None]:
@@ -331,9 +335,10 @@ class Store(AdmissionStatements):
     ) -> None:
         """Append history rows (execution id, attempt, worker id). Also a new execution's first
         event (source '') and events that change no state (QUEUED → QUEUED: published again)."""
-        ExecutionEvent.objects.bulk_create(
+        event = tables.execution_event()
+        event._default_manager.bulk_create(
             [
-                ExecutionEvent(
+                event(
                     execution_id=execution_id,
                     at=now,
                     from_state=source,
@@ -351,8 +356,9 @@ class Store(AdmissionStatements):
         skipping a fire that exists already (the unique index execution_one_per_fire_step decides,
         so two claims can never make one fire twice); a constant number of statements however
         many. Returns how many were made."""
+        execution = tables.execution()
         made = [
-            Execution(
+            execution(
                 id=uuid.uuid4(),
                 job_id=f.job_id,
                 tenant_id=f.tenant_id,
@@ -369,10 +375,10 @@ class Store(AdmissionStatements):
         if not made:
             return 0
         # INSERT OR IGNORE: the rows it skipped are told apart by their ids, which are ours.
-        Execution.objects.bulk_create(made, ignore_conflicts=True)
-        kept = set(Execution.objects.filter(pk__in=[e.id for e in made]).values_list("pk", flat=True))
+        execution._default_manager.bulk_create(made, ignore_conflicts=True)
+        kept = set(execution._default_manager.filter(pk__in=[e.pk for e in made]).values_list("pk", flat=True))
         made_rows = [(i, 1, "") for i in kept]
-        self.record_events(made_rows, source="", target=ExecutionState.PENDING, now=now, message="scheduled")
+        self.record_events(made_rows, source="", target=PENDING, now=now, message="scheduled")
         return len(kept)
 
     def advance_jobs(self, next_fires: Mapping[Any, datetime]) -> None:
@@ -380,7 +386,7 @@ class Store(AdmissionStatements):
         job_transitions.jobs_advance(next_fires=next_fires)
 
     def settle_jobs(self, *, job_ids: list, now: datetime) -> None:
-        job_transitions.jobs_complete(job_ids=job_ids, now=now, open_states=OPEN_STATES)
+        job_transitions.jobs_complete(job_ids=job_ids, now=now, open_states=tables.open_states())
 
     def job_rows(self, job_ids: Sequence[Any], columns: Sequence[str]) -> list[tuple]:
         """`columns` of the jobs `job_ids` (the first column `id`), one row each, in one statement:
@@ -404,7 +410,7 @@ class Store(AdmissionStatements):
             LIMIT 1
             """,
             [after],
-            read_as=[Execution._meta.get_field("available_at")],
+            read_as=[execution_field("available_at")],
         )
         return rows[0][0] if rows else None
 
@@ -529,9 +535,11 @@ class CancelListener:
         ("host:pid") of the runs asked to cancel since the last call, possibly none."""
         sleep(min(seconds, self.POLL_SECONDS))
         asked = dict(
-            Execution.objects.filter(
-                state=S.RUNNING, cancel_requested_at__isnull=False, worker_id__startswith=self._prefix
-            ).values_list("id", "worker_id")
+            tables.execution()
+            ._default_manager.filter(
+                state=RUNNING, cancel_requested_at__isnull=False, worker_id__startswith=self._prefix
+            )
+            .values_list("id", "worker_id")
         )
         new = {worker_id for execution_id, worker_id in asked.items() if execution_id not in self._reported}
         self._reported = set(asked)
@@ -541,26 +549,15 @@ class CancelListener:
         pass
 
 
-# The execution states from which a run can still happen (a job with one is not complete).
-OPEN_STATES = [s for s in ExecutionState if s not in TERMINAL]
-
-
-def _field(name: str) -> Field:
-    """A concrete field of Execution (get_field could also answer a reverse relation)."""
-    field = Execution._meta.get_field(name)
-    assert isinstance(field, Field), name
-    return field
-
-
 def _column(name: str) -> str:
-    column = _field(name).column
+    column = execution_field(name).column
     assert column is not None, name  # a concrete field always has one
     return column
 
 
 @functools.cache
 def _moved_fields() -> list[Field]:
-    return [_field(column) for column in MOVED_COLUMNS.split(", ")]
+    return [execution_field(column) for column in MOVED_COLUMNS.split(", ")]
 
 
 def update_sql(
@@ -576,7 +573,7 @@ def update_sql(
     third of a worker's CPU per run. An expression (F("attempt") + 1) takes the compiler's way."""
     if any(isinstance(value, Combinable) for value in values.values()):
         assert not extra_sets
-        query = cast(UpdateQuery, Execution.objects.filter(**where).query.chain(UpdateQuery))
+        query = cast(UpdateQuery, tables.execution()._default_manager.filter(**where).query.chain(UpdateQuery))
         query.add_update_values(values)
         return query.get_compiler(db.alias).as_sql()
     sql, set_preps, where_preps = _update_shape(tuple(values), tuple(where), extra_sets)
@@ -592,7 +589,7 @@ def _update_shape(set_names: tuple[str, ...], where_names: tuple[str, ...], extr
     per parameter how to convert its value: a worker writes the same few shapes over and over, and
     building them (and looking up each field's conversion) was most of `update_sql`'s time. Both
     stores quote names alike."""
-    meta, quote = Execution._meta, connections[DEFAULT_DB_ALIAS].ops.quote_name
+    meta, quote = tables.execution()._meta, connections[DEFAULT_DB_ALIAS].ops.quote_name
     sets = [f"{quote(_column(name))} = %s" for name in set_names]
     if extra_sets:
         sets.append(extra_sets)
@@ -604,7 +601,7 @@ def _update_shape(set_names: tuple[str, ...], where_names: tuple[str, ...], extr
 def _prep(name: str, *, save: bool) -> Callable[[Any, BaseDatabaseWrapper], Any]:
     """How a value of field `name` becomes a parameter: what the ORM would do, except where the
     driver takes the Python value as it is (strings, numbers, aware datetimes, None)."""
-    field = _field(name)
+    field = execution_field(name)
     kind = field.get_internal_type()
     if kind in ("CharField", "TextField", "IntegerField", "PositiveIntegerField", "BigIntegerField"):
         return _as_is

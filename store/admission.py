@@ -18,9 +18,9 @@ from typing import Any, NamedTuple
 
 from django.db import connection, models
 
-from executions.models import Execution
 from jobs.models import Priority
 from pools.models import PoolClock, TenantShare
+from store import tables
 
 # A row of the claim: (execution id, whether its job recurs (CRON or INTERVAL: the claim makes its
 # next fire), tenant id, priority).
@@ -116,7 +116,8 @@ class AdmissionStatements:
         if not tenant_ids:
             return []
         rows = (
-            Execution.objects.filter(
+            tables.execution()
+            ._default_manager.filter(
                 state="PENDING",
                 pool=pool,
                 priority=priority,

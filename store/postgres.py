@@ -29,12 +29,11 @@ from django.db import connection, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import DateField, DateTimeField, Field, JSONField, Model, TimeField
 
-from executions.models import Execution, Origin
-from executions.states import TERMINAL, ExecutionState
-from executions.store.admission import PostgresAdmissionStatements
-from executions.store.base import (
+from jobs.models import ONE_OFF_TYPES, Job
+from jobs.states import JobState
+from store.admission import PostgresAdmissionStatements
+from store.base import (
     MOVED_COLUMNS,
-    OPEN_STATES,
     CancelListener,
     Change,
     DueListener,
@@ -45,11 +44,9 @@ from executions.store.base import (
     Success,
     as_uuid,
 )
-from executions.store.base import update_sql as _update_sql
-from jobs.models import ONE_OFF_TYPES, Job
-from jobs.states import JobState
+from store.base import update_sql as _update_sql
+from store.tables import FINISHED, PENDING, QUEUED, RUNNING, SUCCEEDED, execution_field
 
-S = ExecutionState
 CHANNEL = "tickwork_due"
 # How far ahead a wake-up is sent for (notify_due): above any dispatcher's TICKWORK_POLL_SECONDS.
 WAKE_HORIZON = timedelta(minutes=1)
@@ -70,7 +67,7 @@ _EVENTS_OF_MOVED = (
 # "Not finished" rather than "in an open state": a condition the state index cannot serve, so
 # the probe walks the job's few executions instead of a bitmap of every pending one (3.5 ms per
 # outcome at 40,000 pending, seen in EXPLAIN ANALYZE). Literals: the states are our own constants.
-_FINISHED_STATES_SQL = ", ".join(f"'{s.value}'" for s in ExecutionState if s not in OPEN_STATES)
+_FINISHED_STATES_SQL = ", ".join(f"'{state}'" for state in sorted(FINISHED))
 
 
 class PostgresStore(Store, PostgresAdmissionStatements):
@@ -85,8 +82,8 @@ class PostgresStore(Store, PostgresAdmissionStatements):
         self,
         *,
         execution_id: Any,
-        source: ExecutionState,
-        target: ExecutionState,
+        source: str,
+        target: str,
         now: datetime,
         values: dict[str, Any],
         lease_token: int | None = None,
@@ -100,7 +97,7 @@ class PostgresStore(Store, PostgresAdmissionStatements):
         # to it; outside one the statement is its own transaction.
         with contextlib.nullcontext() if not connection.in_atomic_block else transaction.atomic():
             moved = self._with_events(
-                sql, params, source=source, target=target, now=now, message=message, settle=target in TERMINAL
+                sql, params, source=source, target=target, now=now, message=message, settle=target in FINISHED
             )
         if len(moved) != 1:
             return None
@@ -114,8 +111,8 @@ class PostgresStore(Store, PostgresAdmissionStatements):
         # needs: a worker's start costs one round trip instead of five.
         sql, params = _update_sql(
             self.db,
-            {"id": execution_id, "state": S.QUEUED, "lease_token": lease_token},
-            {"state": S.RUNNING, "updated_at": now, "lease_expires_at": now + lease, **values},
+            {"id": execution_id, "state": QUEUED, "lease_token": lease_token},
+            {"state": RUNNING, "updated_at": now, "lease_expires_at": now + lease, **values},
             # A workflow step's own timeout, if it has one (jobs/workflow.py), else its job's.
             extra_sets="timeout_at = %s + interval '1 second' * COALESCE("
             "(SELECT (s->>'timeoutSec')::int FROM executions_run r, jsonb_array_elements(r.steps) s"
@@ -132,8 +129,8 @@ class PostgresStore(Store, PostgresAdmissionStatements):
             moved = self._with_events(
                 sql,
                 params,
-                source=S.QUEUED,
-                target=S.RUNNING,
+                source=QUEUED,
+                target=RUNNING,
                 now=now,
                 message="started",
                 returning=_STARTED,
@@ -148,13 +145,13 @@ class PostgresStore(Store, PostgresAdmissionStatements):
         started = Started(
             execution_id, job_id, attempt, handler, payload, slug, secret, run_id, step, event_id, pool, trace
         )
-        return started, (execution_id, job_id, tenant_id, S.RUNNING)
+        return started, (execution_id, job_id, tenant_id, RUNNING)
 
     def succeed_many(self, successes: Sequence[Success], *, now: datetime, result_of: Callable) -> list[Change]:
         # All in one statement (and so one commit): the moves, their events (at each run's finish)
         # and the settling of their jobs. One commit for several outcomes is most of what an
         # outcome costs the database.
-        result_field = Execution._meta.get_field("result")
+        result_field = execution_field("result")
         settle_sql, settle_params = self._settle_sql(moved="moved", now=now)
         rows = self.fetch(
             "WITH v AS (SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::jsonb[], %s::timestamptz[])"
@@ -173,20 +170,20 @@ class PostgresStore(Store, PostgresAdmissionStatements):
                 [s.lease_token for s in successes],
                 [result_field.get_db_prep_save(result_of(s), self.db) for s in successes],
                 [s.finished_at for s in successes],
-                S.SUCCEEDED.value,
-                S.RUNNING.value,
-                S.RUNNING.value,
-                S.SUCCEEDED.value,
+                SUCCEEDED,
+                RUNNING,
+                RUNNING,
+                SUCCEEDED,
                 *settle_params,
             ],
         )
-        return [(eid, job_id, tenant_id, S.SUCCEEDED) for eid, job_id, tenant_id in rows]
+        return [(eid, job_id, tenant_id, SUCCEEDED) for eid, job_id, tenant_id in rows]
 
     def move_set(
         self,
         *,
-        source: ExecutionState,
-        target: ExecutionState,
+        source: str,
+        target: str,
         now: datetime,
         where: str,
         params: Sequence[Any],
@@ -198,13 +195,13 @@ class PostgresStore(Store, PostgresAdmissionStatements):
         # The events are written by the same statement: the moved rows never travel to Python and
         # back, which for the dispatcher's batches of 1,000 was a third of the claim's time.
         sql = f"WITH moved AS ({sql}), events AS ({_EVENTS_OF_MOVED}) SELECT {MOVED_COLUMNS} FROM moved"
-        sql_params += [now, source.value, target.value, message]
+        sql_params += [now, str(source), str(target), message]
         # No savepoint inside a caller's transaction (the dispatcher's, the sweeper's): one
         # statement needs none, and SAVEPOINT and RELEASE were two more round trips per claim.
         # Rows in binary: a claim's 1,000 took 5.5 ms to read as text, 2.7 in binary.
         with transaction.atomic(savepoint=False):
             moved = [Moved(*row) for row in self._execute(self.db, sql, sql_params, binary_rows=True)]
-            if moved and target in TERMINAL:
+            if moved and target in FINISHED:
                 self.settle_jobs(job_ids=list({m.job_id for m in moved}), now=now)
         return moved, [(m.id, m.job_id, m.tenant_id, target) for m in moved]
 
@@ -357,12 +354,12 @@ class PostgresStore(Store, PostgresAdmissionStatements):
                 [f.priority for f in fires],
                 [f.scheduled_for for f in fires],
                 *([[f.traceparent for f in fires]] if traced else []),
-                Origin.SCHEDULE.value,
-                ExecutionState.PENDING.value,
+                "SCHEDULE",
+                PENDING,
                 now,
                 now,
                 now,
-                ExecutionState.PENDING.value,
+                PENDING,
             ],
             binary=True,
         )

@@ -3,8 +3,7 @@ in use. This is the one place that asks which database that is."""
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from executions.store.base import (
-    OPEN_STATES,
+from store.base import (
     Beat,
     CancelListener,
     Change,
@@ -18,7 +17,6 @@ from executions.store.base import (
 )
 
 __all__ = [
-    "OPEN_STATES",
     "Beat",
     "CancelListener",
     "Change",
@@ -41,7 +39,7 @@ def store() -> Store:
     found = _stores.get(vendor)
     if found is None:
         if vendor == "postgresql":
-            from executions.store.postgres import PostgresStore
+            from store.postgres import PostgresStore
 
             found = PostgresStore()
         elif vendor == "sqlite":
