@@ -24,7 +24,9 @@ from django.conf import settings
 from django.core.mail import send_mail
 from django.db import connection, transaction
 
-from alerts.models import Alert, Notification, NotificationEvent, NotificationState
+from alerts import transitions
+from alerts.models import Alert, Notification, NotificationEvent
+from alerts.states import NotificationState
 from outbound.http_call import perform_request
 from tenants.selectors import signing_secrets_now
 
@@ -135,9 +137,7 @@ def deliver_due(*, now: datetime, clock=None) -> DeliveryResult:
             error = str(exc).strip()[:1000] or exc.__class__.__name__
             at = clock() if clock else now
             if attempt >= attempts_allowed:
-                Notification.objects.filter(pk=notification.pk).update(
-                    state=NotificationState.FAILED, attempts=attempt, last_error=error
-                )
+                transitions.failed(notification_id=notification.pk, attempts=attempt, error=error)
                 result.failed += 1
                 logger.error(
                     "alert notification %s to %s failed for good: %s", notification.pk, notification.target, error
@@ -156,8 +156,6 @@ def deliver_due(*, now: datetime, clock=None) -> DeliveryResult:
                     error,
                 )
             continue
-        Notification.objects.filter(pk=notification.pk).update(
-            state=NotificationState.SENT, attempts=attempt, sent_at=clock() if clock else now, last_error=""
-        )
+        transitions.sent(notification_id=notification.pk, attempts=attempt, at=clock() if clock else now)
         result.sent += 1
     return result

@@ -1,7 +1,7 @@
 """Alert rules, the alerts they raise, and the notifications sent of them (docs/alerts.md).
 
 An alert is one (rule, subject) breach: FIRING from the evaluation that first saw it until the
-first that no longer does, then RESOLVED for good (a new breach is a new alert). Its notifications
+first that no longer does, then RESOLVED for good (a new breach is a new alert; alerts/states.py). Its notifications
 are rows written in the transaction that fired or resolved it, one per channel and event, and
 sent after (alerts/delivery.py): a crash between the two loses no notification, and no evaluation
 waits on a slow webhook.
@@ -12,6 +12,8 @@ import uuid
 from django.db import models
 from django.db.models import Q
 
+from alerts.states import AlertState, NotificationState
+
 
 class AlertKind(models.TextChoices):
     FAILURE_RATE = "FAILURE_RATE"  # runs ending DEAD / runs ending, over windowSec, above threshold %
@@ -20,11 +22,6 @@ class AlertKind(models.TextChoices):
     NO_WORKERS = "NO_WORKERS"  # a pool with no live worker
     SCHEDULER_DOWN = "SCHEDULER_DOWN"  # no dispatcher (or no sweeper) seen for threshold s
     MISSED_FIRE = "MISSED_FIRE"  # a cron job's fire not started threshold s after it was due
-
-
-class AlertState(models.TextChoices):
-    FIRING = "FIRING"
-    RESOLVED = "RESOLVED"
 
 
 class AlertRule(models.Model):
@@ -108,12 +105,6 @@ class Alert(models.Model):
 class NotificationEvent(models.TextChoices):
     FIRED = "FIRED"
     RESOLVED = "RESOLVED"
-
-
-class NotificationState(models.TextChoices):
-    PENDING = "PENDING"  # to be sent at next_attempt_at (or sent, by an alerter that stopped before saying so)
-    SENT = "SENT"
-    FAILED = "FAILED"  # every attempt failed; last_error says why
 
 
 class Notification(models.Model):

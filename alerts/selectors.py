@@ -6,7 +6,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
-from alerts.models import Alert, AlertRule, AlertState
+from alerts.models import Alert, AlertRule
+from alerts.states import AlertState
 
 
 def rule_list(*, scope: list[int] | None) -> QuerySet[AlertRule]:

@@ -15,9 +15,10 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from alerts import facts
+from alerts import facts, transitions
 from alerts.evaluation import Breach
-from alerts.models import Alert, AlertRule, AlertState, Notification, NotificationEvent
+from alerts.models import Alert, AlertRule, Notification, NotificationEvent
+from alerts.states import AlertState
 
 logger = logging.getLogger(__name__)
 # Names in a rule's fields that its model spells otherwise.
@@ -100,14 +101,12 @@ def alert_resolve(*, alert: Alert, summary: str, now: datetime) -> bool:
     """FIRING → RESOLVED and its notifications, in one transaction; False when another
     evaluator resolved it first."""
     with transaction.atomic():
-        moved = Alert.objects.filter(pk=alert.pk, state=AlertState.FIRING).update(
-            state=AlertState.RESOLVED, resolved_at=now, resolved_summary=summary
-        )
+        moved = transitions.resolve(alert_id=alert.pk, now=now, summary=summary)
         if moved:
             _notify(alert=alert, rule=alert.rule, event=NotificationEvent.RESOLVED, now=now)
     if moved:
         logger.warning("alert RESOLVED: %s [%s] %s", alert.rule.name, alert.subject, summary)
-    return bool(moved)
+    return moved
 
 
 def _notify(*, alert: Alert, rule: AlertRule, event: str, now: datetime) -> None:

@@ -1,39 +1,25 @@
 """What every named transition is made of: the declaration of the moves it makes (checked against
-the table in executions/states.py when it is declared), and one conditional move of one execution
-with its event. executions/transitions.py and executions/steps.py declare the named transitions
-with these; nothing else writes an execution's state."""
+the table in executions/states.py when it is declared, by the machine's `transition`), and one
+conditional move of one execution with its event. executions/transitions.py and
+executions/steps.py declare the named transitions with these; nothing else writes an execution's
+state."""
 
-from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from executions import observers
-from executions.states import ExecutionState, InvalidTransition, check
+from executions.states import EXECUTION, ExecutionState
 from executions.storable import storable_text
 from store import store
 
 S = ExecutionState
-F_ = TypeVar("F_", bound=Callable[..., Any])
 
-# Per named transition: the source states it accepts and the state it moves to.
-NAMED: dict[str, tuple[frozenset[ExecutionState], ExecutionState]] = {}
-
-
-def moves(sources: Sequence[ExecutionState], target: ExecutionState) -> Callable[[F_], F_]:
-    """Declare what a named transition moves; a move the table does not allow fails at import."""
-    for source in sources:
-        check(source, target)
-
-    def declare(function: F_) -> F_:
-        NAMED[function.__name__] = (frozenset(sources), target)
-        return function
-
-    return declare
-
-
-def accepts(name: str, source: ExecutionState) -> None:
-    if source not in NAMED[name][0]:
-        raise InvalidTransition(source, NAMED[name][1])
+# The execution machine's (machines/machine.py), under the names the transitions use: `@moves`
+# declares a named transition, NAMED holds each one's sources and target, `accepts` refuses a
+# source it does not take.
+moves = EXECUTION.transition
+NAMED = EXECUTION.named
+accepts = EXECUTION.accepts
 
 
 # What the next attempt starts without: the last attempt's run belongs to the events now. Its

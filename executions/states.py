@@ -28,12 +28,17 @@ step goes back to BLOCKED only when the re-drive of its upstream step re-opens i
 back to PENDING only by a release: its worker is shutting down and stopped the handler short, so
 the same attempt is due again at once (not a failure: no attempt is spent, and nothing waits for
 the lease to expire).
-Every write of `state` is one of the named transitions in executions/transitions.py, each of
-which declares the moves of this table it makes; executions/tests/test_transition_table.py checks that every
-move of the table is made by one and that every other is refused.
+Every write of `state` is one of the named transitions in executions/transitions.py and
+executions/steps.py, each of which declares the moves of this table it makes (`@moves`, the
+machine's `transition`: machines/machine.py). tests_architecture/test_state_machines.py checks
+this table as it checks every machine's, and that nothing else writes the state;
+executions/tests/test_transition_table.py applies every named transition to an execution in each
+state, on both stores: it moves the states it accepts and refuses every other.
 """
 
 from django.db import models
+
+from machines import InvalidMove, Machine
 
 
 class ExecutionState(models.TextChoices):
@@ -51,31 +56,50 @@ class ExecutionState(models.TextChoices):
 
 
 S = ExecutionState
-TRANSITIONS: dict[ExecutionState, frozenset[ExecutionState]] = {
-    S.BLOCKED: frozenset({S.PENDING, S.CANCELLED}),
-    S.PENDING: frozenset({S.QUEUED, S.CANCELLED}),
-    S.QUEUED: frozenset({S.RUNNING, S.CANCELLED}),
-    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.FAILED_WORKER_LOST, S.CANCELLED, S.PENDING}),
-    S.FAILED: frozenset({S.PENDING, S.DEAD}),
-    S.TIMED_OUT: frozenset({S.PENDING, S.DEAD}),
-    S.FAILED_WORKER_LOST: frozenset({S.PENDING, S.DEAD}),
-    S.DEAD: frozenset({S.PENDING, S.DISCARDED}),
-    S.CANCELLED: frozenset({S.PENDING, S.BLOCKED}),
-    S.SUCCEEDED: frozenset(),
-    S.DISCARDED: frozenset(),
-}
-TERMINAL = frozenset({S.SUCCEEDED, S.CANCELLED, S.DEAD, S.DISCARDED})
-# Failure states that the retry policy resolves within the same transaction that entered them.
-RETRYABLE = frozenset({S.FAILED, S.TIMED_OUT, S.FAILED_WORKER_LOST})
-ACTIVE = frozenset({S.QUEUED, S.RUNNING})
-REDRIVABLE = frozenset({S.DEAD, S.CANCELLED, S.FAILED})
 
 
-class InvalidTransition(Exception):
+class InvalidTransition(InvalidMove):
     def __init__(self, source: str, target: str, why: str = "") -> None:
         super().__init__(f"an execution cannot go from {source} to {target}" + (f": {why}" if why else ""))
 
 
-def check(source: ExecutionState, target: ExecutionState) -> None:
-    if target not in TRANSITIONS[ExecutionState(source)]:
-        raise InvalidTransition(source, target)
+EXECUTION: Machine[ExecutionState] = Machine(
+    model="executions.Execution",
+    states=ExecutionState,
+    moves={
+        S.BLOCKED: {S.PENDING, S.CANCELLED},
+        S.PENDING: {S.QUEUED, S.CANCELLED},
+        S.QUEUED: {S.RUNNING, S.CANCELLED},
+        S.RUNNING: {S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.FAILED_WORKER_LOST, S.CANCELLED, S.PENDING},
+        S.FAILED: {S.PENDING, S.DEAD},
+        S.TIMED_OUT: {S.PENDING, S.DEAD},
+        S.FAILED_WORKER_LOST: {S.PENDING, S.DEAD},
+        S.DEAD: {S.PENDING, S.DISCARDED},
+        S.CANCELLED: {S.PENDING, S.BLOCKED},
+        S.SUCCEEDED: set(),
+        S.DISCARDED: set(),
+    },
+    initial={S.PENDING, S.BLOCKED},
+    terminal={S.SUCCEEDED, S.CANCELLED, S.DEAD, S.DISCARDED},
+    # An operator's re-drive, of the execution or of the upstream step that re-opens its run.
+    reopening={(S.DEAD, S.PENDING), (S.CANCELLED, S.PENDING), (S.CANCELLED, S.BLOCKED)},
+    # The named transitions, what they are made of, the re-timing of what has not started, and
+    # the store that runs their statements.
+    writers=[
+        "executions.transitions",
+        "executions.steps",
+        "executions.moves",
+        "executions.retiming",
+        "store",
+    ],
+    # Its time is the state machine's too: the claim reads it, and only these modules move it.
+    guarded=["state", "available_at"],
+    refuse=InvalidTransition,
+)
+TRANSITIONS = EXECUTION.moves
+TERMINAL = EXECUTION.terminal
+# Failure states that the retry policy resolves within the same transaction that entered them.
+RETRYABLE = frozenset({S.FAILED, S.TIMED_OUT, S.FAILED_WORKER_LOST})
+ACTIVE = frozenset({S.QUEUED, S.RUNNING})
+REDRIVABLE = frozenset({S.DEAD, S.CANCELLED, S.FAILED})
+check = EXECUTION.check

@@ -1,6 +1,8 @@
-"""The job's named transitions: each owns the fields it writes and the source states it accepts,
-and is one conditional UPDATE. Zero rows is an answer (the job was not in a source state: someone
-moved it first, or the move is not allowed from where it is); every caller handles it.
+"""The job's named transitions: each declares the moves it makes against the job's table
+(jobs/states.py), owns the fields it writes, and is one conditional UPDATE. Zero rows is an
+answer (the job was not in a source state: someone moved it first, or the move is not allowed
+from where it is); every caller handles it. The services that ask for them, with what goes with
+each (a version check, the job's executions), are scheduling/job_changes.py's.
 
 Settling (ACTIVE → COMPLETED) happens inside the execution move that ends a one-off job's last
 run (store/), so that no run ends without its job being settled in the same
@@ -16,43 +18,47 @@ from typing import Any
 from django.db.models import Case, DateTimeField, Value, When
 
 from jobs.models import ONE_OFF_TYPES, Job
-from jobs.states import TRANSITIONS, JobState
+from jobs.states import JOB, JobState
 
 
-def _move(job_id: Any, sources: Iterable[JobState], target: JobState, now: datetime, **values: Any) -> bool:
-    sources = list(sources)
-    assert all(target in TRANSITIONS[source] for source in sources), (sources, target)
+def _move(name: str, job_id: Any, now: datetime, **values: Any) -> bool:
+    """The named transition `name` of one job: its sources and target as it declared them."""
+    sources, target = JOB.sources(name), JOB.target(name)
     return Job.objects.filter(pk=job_id, state__in=sources).update(state=target, updated_at=now, **values) == 1
 
 
-def job_pause(*, job_id: Any, now: datetime) -> bool:
+@JOB.transition([JobState.ACTIVE], JobState.PAUSED)
+def pause(*, job_id: Any, now: datetime) -> bool:
     """ACTIVE → PAUSED: nothing of it is claimed until it is resumed."""
-    return _move(job_id, [JobState.ACTIVE], JobState.PAUSED, now)
+    return _move("pause", job_id, now)
 
 
-def job_resume(*, job_id: Any, now: datetime) -> bool:
+@JOB.transition([JobState.PAUSED], JobState.ACTIVE)
+def resume(*, job_id: Any, now: datetime) -> bool:
     """PAUSED → ACTIVE."""
-    return _move(job_id, [JobState.PAUSED], JobState.ACTIVE, now)
+    return _move("resume", job_id, now)
 
 
-def job_cancel(*, job_id: Any, now: datetime) -> bool:
+@JOB.transition([JobState.ACTIVE, JobState.PAUSED], JobState.CANCELLED)
+def cancel(*, job_id: Any, now: datetime) -> bool:
     """ACTIVE or PAUSED → CANCELLED: no future fires."""
-    return _move(job_id, [JobState.ACTIVE, JobState.PAUSED], JobState.CANCELLED, now, next_fire_at=None)
+    return _move("cancel", job_id, now, next_fire_at=None)
 
 
-def job_reopen(*, job_id: Any, now: datetime) -> bool:
+@JOB.transition([JobState.COMPLETED], JobState.ACTIVE)
+def reopen(*, job_id: Any, now: datetime) -> bool:
     """COMPLETED → ACTIVE: a completed one-off job runs again (triggered, or a run re-driven)."""
-    return _move(job_id, [JobState.COMPLETED], JobState.ACTIVE, now)
+    return _move("reopen", job_id, now)
 
 
+@JOB.transition([JobState.ACTIVE], JobState.COMPLETED)
 def jobs_complete(*, job_ids: list, now: datetime, open_states: Iterable[str]) -> int:
     """ACTIVE → COMPLETED for each one-off job among `job_ids` none of whose executions is in one
     of `open_states` (can still run). Returns how many moved."""
-    assert JobState.COMPLETED in TRANSITIONS[JobState.ACTIVE]
     return (
-        Job.objects.filter(pk__in=job_ids, state=JobState.ACTIVE, type__in=ONE_OFF_TYPES)
+        Job.objects.filter(pk__in=job_ids, state__in=JOB.sources("jobs_complete"), type__in=ONE_OFF_TYPES)
         .exclude(executions__state__in=list(open_states))
-        .update(state=JobState.COMPLETED, next_fire_at=None, updated_at=now)
+        .update(state=JOB.target("jobs_complete"), next_fire_at=None, updated_at=now)
     )
 
 

@@ -54,7 +54,7 @@ def execution_redrive(*, execution: Execution, now: datetime, reason: str = "re-
         execution_id=execution.pk, source=S(current), now=now, reason=reason
     ):
         raise InvalidTransition(current or "missing", S.PENDING)
-    if job.state == JobState.COMPLETED and not job_transitions.job_reopen(job_id=job.pk, now=now):
+    if job.state == JobState.COMPLETED and not job_transitions.reopen(job_id=job.pk, now=now):
         raise InvalidTransition(f"{current} (job {job.state.lower()})", S.PENDING)
     if execution.run_id is not None:
         # A step's downstream steps, cancelled because it failed, wait for it again.

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db import transaction
 
-from executions import tallies
+from executions import retiming
 from executions.models import Execution, Origin, Run
 from executions.states import ExecutionState
 from jobs import transitions as job_transitions
@@ -78,7 +78,6 @@ def job_update(
     before = {job.pk: version_one(job)}  # its version 1, should the row still be the only one that holds it
     for name, value in fields.items():
         setattr(job, name, value)
-    pending = Execution.objects.filter(job=job, state=ExecutionState.PENDING)
     waiting = _waiting_run(job)
     if _TIMING_FIELDS & fields.keys():
         if job.type == JobType.DELAYED and "delay_sec" in fields:
@@ -86,12 +85,9 @@ def job_update(
         complete_timing(job, now)
         fire = first_fire(job=job, now=now)
         job.next_fire_at = fire
-        moved = pending.filter(origin=Origin.SCHEDULE, attempt=1, run__isnull=True).update(
-            scheduled_for=fire, available_at=fire, updated_at=now
-        )
+        moved = retiming.retime_scheduled(job_id=job.pk, fire=fire, now=now)
         if waiting is not None and fire is not None:
-            waiting.executions.update(scheduled_for=fire, available_at=fire, updated_at=now)
-            Run.objects.filter(pk=waiting.pk).update(scheduled_for=fire)
+            retiming.retime_run(run_id=waiting.pk, fire=fire, now=now)
         if moved or waiting is not None:
             store().notify_due(fire or now)
     if "workflow" in fields and waiting is not None:
@@ -104,10 +100,7 @@ def job_update(
     # Under the row lock taken above: concurrent updates of the job number their versions in turn.
     versions_record(jobs=[job], actor=actor, now=now, before=before)
     if {"pool", "priority"} & fields.keys():
-        # A retry waiting here takes its earlier attempts to the new pool: the metrics' retries
-        # of each pool stay where they were (executions/tallies.py).
-        with tallies.folding(pending):
-            pending.update(pool=job.pool, priority=job.priority, updated_at=now)
+        retiming.repool_pending(job_id=job.pk, pool=job.pool, priority=job.priority, now=now)
     return job
 
 
@@ -128,7 +121,7 @@ def job_pause(*, job: Job, now: datetime, if_version: Collection[int] | None = N
     """No execution of a paused job is claimed; the pending one waits for `resume`. With
     `if_version`, as job_update's."""
     _lock_at_version(job, if_version)
-    if not job_transitions.job_pause(job_id=job.pk, now=now):
+    if not job_transitions.pause(job_id=job.pk, now=now):
         raise InvalidJobTransition(job.pk, _state_of(job), JobState.PAUSED)
     return Job.objects.get(pk=job.pk)
 
@@ -138,7 +131,7 @@ def job_resume(*, job: Job, now: datetime, if_version: Collection[int] | None = 
     """A resumed cron job whose pending fire is long past runs it per its misfire policy. With
     `if_version`, as job_update's."""
     _lock_at_version(job, if_version)
-    if not job_transitions.job_resume(job_id=job.pk, now=now):
+    if not job_transitions.resume(job_id=job.pk, now=now):
         raise InvalidJobTransition(job.pk, _state_of(job), JobState.ACTIVE)
     store().notify_due(now)
     return Job.objects.get(pk=job.pk)
@@ -150,7 +143,7 @@ def job_cancel(*, job: Job, now: datetime, if_version: Collection[int] | None = 
     (pending or queued). Runs already started finish (cancel them one by one to stop them). With
     `if_version`, as job_update's."""
     _lock_at_version(job, if_version)
-    if not job_transitions.job_cancel(job_id=job.pk, now=now):
+    if not job_transitions.cancel(job_id=job.pk, now=now):
         raise InvalidJobTransition(job.pk, _state_of(job), JobState.CANCELLED)
     unstarted_states = [ExecutionState.PENDING, ExecutionState.QUEUED]
     unstarted = Execution.objects.filter(job_id=job.pk, state__in=unstarted_states)
@@ -169,7 +162,7 @@ def job_trigger(*, job: Job, now: datetime) -> Execution:
     """Run now, outside the schedule: a new execution due immediately."""
     job = Job.objects.select_for_update().get(pk=job.pk)
     if job.state == JobState.COMPLETED:
-        if not job_transitions.job_reopen(job_id=job.pk, now=now):
+        if not job_transitions.reopen(job_id=job.pk, now=now):
             raise InvalidJobTransition(job.pk, _state_of(job), JobState.ACTIVE)
     elif job.state == JobState.PAUSED:
         raise InvalidJobTransition(job.pk, job.state, "triggered", "the job is paused; resume it first")

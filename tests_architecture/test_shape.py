@@ -13,6 +13,7 @@ PRODUCT = [
     "tickwork",
     "telemetry",
     "outbound",
+    "machines",
     "tenants",
     "jobs",
     "pools",

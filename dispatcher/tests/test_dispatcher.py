@@ -30,7 +30,7 @@ def test_claim_takes_due_executions_only_and_publishes_them_under_a_new_lease(te
     due = make_job(tenant, run_at=now - timedelta(seconds=1))
     later = make_job(tenant, run_at=now + timedelta(seconds=1))
     paused = make_job(tenant, run_at=now - timedelta(seconds=1))
-    assert job_transitions.job_pause(job_id=paused.pk, now=now)
+    assert job_transitions.pause(job_id=paused.pk, now=now)
 
     sent = claim(now)
 

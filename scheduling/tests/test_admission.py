@@ -84,7 +84,7 @@ def test_a_tenant_whose_earliest_due_job_is_paused_still_gets_its_turn(db, tenan
     now = timezone.now()
     _due(make_job, tenant, 30, now)
     (paused,) = _due(make_job, other_tenant, 1, now - timedelta(seconds=10))
-    assert job_transitions.job_pause(job_id=paused.pk, now=now)
+    assert job_transitions.pause(job_id=paused.pk, now=now)
     (waiting,) = _due(make_job, other_tenant, 1, now + timedelta(seconds=1))
     sent = dispatch(now + timedelta(seconds=2), slots=2)[1]
     ids = [d.execution_id for d in sent]

@@ -1,6 +1,7 @@
 import django_filters
 
-from alerts.models import Alert, AlertState
+from alerts.models import Alert
+from alerts.states import AlertState
 from web.api.event_filters import GivenChoiceFilter
 from web.api.execution_filters import UUIDFilter
 from web.api.job_filters import invalid_choice_message

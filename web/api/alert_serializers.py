@@ -9,7 +9,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from alerts.kinds import DEFAULT_WINDOW_SECONDS, WINDOW_MAX_SECONDS, WINDOW_MIN_SECONDS
-from alerts.models import Alert, AlertKind, AlertRule, AlertState, NotificationEvent, NotificationState
+from alerts.models import Alert, AlertKind, AlertRule, NotificationEvent
+from alerts.states import AlertState, NotificationState
 from jobs.payloads import StrictSerializer
 from outbound.http_call import HttpCallError, check_url
 from web.api.job_fields import PoolNameField, StoredChoiceField
