@@ -53,7 +53,7 @@ def main(argv: list[str]) -> int:
     db = Database(admin_url, url, cfg.db_name)
     small = Database(admin_url, small_url, f"{cfg.db_name}_small")
     # Production mode: with REDIS_URL the live views' channel layer is Redis, and every transition
-    # sends its notice there (dashboard/live.py). Without it they would be skipped.
+    # sends its notice there (dashboard/live/publisher.py). Without it they would be skipped.
     env = dict(os.environ, DATABASE_URL=url, CELERY_BROKER_URL=broker_url)
     env.setdefault("REDIS_URL", broker_url)
     env.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")

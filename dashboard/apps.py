@@ -8,9 +8,9 @@ class DashboardConfig(AppConfig):
 
     def ready(self) -> None:
         from audit import services as audit
-        from dashboard import live
+        from dashboard.live import publisher
         from executions import observers
 
         # Every state change, and every change to a job, reaches the live views (after its commit).
-        observers.subscribe(live.publish_state_changes)
-        audit.on_job_change(live.publish_job_changes)
+        observers.subscribe(publisher.publish_state_changes)
+        audit.on_job_change(publisher.publish_job_changes)

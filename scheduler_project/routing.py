@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.consumers import LiveConsumer
+from dashboard.live.consumer import LiveConsumer
 
 websocket_urlpatterns = [
     path("ws/dashboard/live/", LiveConsumer.as_asgi()),

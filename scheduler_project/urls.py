@@ -3,7 +3,7 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from dashboard.views import static_asset
+from scheduler_project.static_assets import static_asset
 from web.api.alerts import AlertDetailApi, AlertListApi, AlertRuleDetailApi, AlertRuleListCreateApi
 from web.api.dead_letter import DeadLetterGroupDiscardApi, DeadLetterGroupRetryApi, DeadLetterGroupsApi
 from web.api.events import EventDetailApi, EventListCreateApi
@@ -85,7 +85,7 @@ urlpatterns = [
     path("v1/", include(api)),
     path("", RedirectView.as_view(pattern_name="dashboard:overview", permanent=False)),
     path("dashboard/", include("dashboard.urls")),
-    path("accounts/", include("dashboard.account_urls")),
+    path("accounts/", include("dashboard.accounts")),
     path("metrics", metrics_view, name="metrics"),  # Prometheus' text, not the JSON API: no schema
     re_path(r"^static/(?P<path>.*)$", static_asset),
 ]

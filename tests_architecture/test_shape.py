@@ -1,9 +1,10 @@
 """The shape of the code, kept so (docs/architecture.md): no import cycles between product
-modules, no question about the database outside the store seams, no module of more than about
-600 lines. The direction of imports between packages is import-linter's contract (pyproject.toml,
-`make lint`)."""
+modules, no question about the database outside the store seams, no module of more than 500
+lines, and every product package under these guards, import-linter's and mypy's. The direction of
+imports between packages is import-linter's contract (pyproject.toml, `make lint`)."""
 
 import ast
+import tomllib
 from pathlib import Path
 
 import grimp
@@ -33,9 +34,23 @@ PRODUCT = [
     "dashboard",
     "scheduler_project",
 ]
+# The top-level folders of Python beside the product: its tooling, and the suites that test it.
+NOT_PRODUCT = {"bench", "soak", "testing", "clients", "examples"}
 # The modules allowed to ask which database they are on: the store seams' pickers.
 STORE_SEAMS = {"store/__init__.py", "dashboard/queries/__init__.py"}
-MAX_LINES = 650  # "about 600"
+MAX_LINES = 500
+# The modules still over MAX_LINES, each with the line count it may not grow past and the part of
+# issue 34 that brings it under. This list only shrinks: an entry goes when its module is under
+# the limit (the test says so), and nothing is added to it.
+OVER_THE_LIMIT = {
+    "store/postgres.py": 647,  # store
+    "store/base.py": 647,  # store
+    "executions/transitions.py": 566,  # store
+    "worker/runner.py": 575,  # svc
+    "outbound/http_call.py": 502,  # svc
+    "web/api/jobs.py": 535,  # machines
+    "dashboard/selectors.py": 503,  # store
+}
 
 
 def _product_files() -> list[Path]:
@@ -116,12 +131,28 @@ def test_only_the_store_seams_ask_which_database_they_are_on():
     assert askers == []
 
 
-def test_no_module_is_longer_than_about_600_lines():
-    tooling = [p for folder in ("bench", "soak", "testing") for p in (ROOT / folder).rglob("*.py")]
-    long = {
-        str(path.relative_to(ROOT)): lines
-        for path in [*_product_files(), *tooling]
-        if (lines := len(path.read_text().splitlines())) > MAX_LINES
+def test_every_product_package_is_under_the_guards():
+    """A package added at the top is product unless named beside it (NOT_PRODUCT, tests_*): then
+    the guards here, import-linter's contract and mypy all read it, so none of them can miss it."""
+    folders = {
+        path.parent.name
+        for path in ROOT.glob("*/*.py")
+        if path.parent.name not in NOT_PRODUCT and not path.parent.name.startswith(("tests_", "."))
     }
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+    assert folders == set(PRODUCT)
+    assert config["tool"]["importlinter"]["root_packages"] == PRODUCT
+    assert config["tool"]["mypy"]["files"] == PRODUCT
+
+
+def test_no_module_is_longer_than_500_lines():
+    """Past a screen of concepts a module is split by concept (docs/architecture.md). The few still
+    over the limit may not grow, and each leaves OVER_THE_LIMIT when it is brought under."""
+    tooling = [p for folder in ("bench", "soak", "testing") for p in (ROOT / folder).rglob("*.py")]
+    lines = {str(path.relative_to(ROOT)): len(path.read_text().splitlines()) for path in [*_product_files(), *tooling]}
+    long = {path: n for path, n in lines.items() if n > OVER_THE_LIMIT.get(path, MAX_LINES)}
+    under_now = sorted(path for path in OVER_THE_LIMIT if lines.get(path, 0) <= MAX_LINES)
 
     assert long == {}
+    assert under_now == [], "under the limit now: take these out of OVER_THE_LIMIT"

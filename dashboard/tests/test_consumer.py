@@ -11,7 +11,8 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
-from dashboard import live, selectors
+from dashboard import selectors
+from dashboard.live import publisher as live
 from scheduler_project.routing import websocket_urlpatterns
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -94,7 +95,7 @@ def test_events_since_the_page_was_rendered_are_replayed(member, tenant, make_jo
 
 
 def test_a_channel_layer_message_wakes_the_poll(member, tenant, make_job, settings):
-    """With a layer that crosses processes (Redis), dashboard/live.py's group message makes the
+    """With a layer that crosses processes (Redis), dashboard/live/publisher.py's group message makes the
     consumer read at once instead of at its next tick."""
     settings.TICKWORK_DASHBOARD_POLL_SECONDS = 30
 

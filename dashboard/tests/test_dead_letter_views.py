@@ -1,4 +1,4 @@
-"""The dead letter grouped by error fingerprint (dashboard/triage_views.py): groups, a group's
+"""The dead letter grouped by error fingerprint (dashboard/dead_letter/): groups, a group's
 page, and retry or discard of a whole group, audited one row per execution, scoped by tenant."""
 
 from datetime import timedelta
@@ -101,7 +101,7 @@ def test_discarding_a_group_takes_it_out_of_the_dead_letter_for_good(member_clie
 
 def test_a_large_group_is_worked_through_in_bounded_batches(dead_with, tenant, monkeypatch, staff):
     """A request stops after its time budget and says how many remain; asking again continues."""
-    from dashboard.dead_letter import dead_letter_group_act
+    from dashboard.dead_letter.actions import dead_letter_group_act
     from dashboard.services import Actor
 
     group = [dead_with(tenant, f"OSError: disk {n} full") for n in range(5)]

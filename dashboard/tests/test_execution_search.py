@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard import executions_page as pages
+from dashboard.executions import listing as pages
 from executions import transitions
 from executions.models import Execution
 from executions.states import ExecutionState as S

@@ -1,4 +1,4 @@
-"""The execution page's logs panel (dashboard/logs.py) and the panel on its own, which the page
+"""The execution page's logs panel (dashboard/executions/logs.py) and the panel on its own, which the page
 reads again every second while the execution runs."""
 
 from datetime import UTC, datetime

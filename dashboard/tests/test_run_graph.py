@@ -1,6 +1,6 @@
-"""The run graph's layout (dashboard/run_graph.py): pure geometry, no database."""
+"""The run graph's layout (dashboard/runs/graph.py): pure geometry, no database."""
 
-from dashboard.run_graph import NODE_WIDTH, layers, layout
+from dashboard.runs.graph import NODE_WIDTH, layers, layout
 
 
 def _steps(*pairs: tuple[str, list[str]]) -> list[dict]:

@@ -163,7 +163,7 @@ def test_a_run_none_of_whose_steps_has_begun_is_pending_on_its_page(member_clien
 
 def test_the_job_pages_runs_are_paged_apart_from_its_executions(member_client, tenant, monkeypatch):
     """?runs=2 turns the runs' page; the executions' pager is untouched."""
-    monkeypatch.setattr("dashboard.runs.PAGE_SIZE", 2)
+    monkeypatch.setattr("dashboard.runs.reads.PAGE_SIZE", 2)
     job = _workflow_job(tenant, steps=[("only", [])])
     now = timezone.now()
     made = [_fire(job, at=now + timedelta(minutes=i))[0] for i in range(3)]

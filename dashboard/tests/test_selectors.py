@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard import executions_page as pages
 from dashboard import selectors
+from dashboard.executions import listing as pages
 from executions.models import Execution
 from scheduling.job_changes import job_pause
 

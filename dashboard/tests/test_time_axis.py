@@ -1,10 +1,10 @@
-"""The overview charts' time axis (dashboard/time_axis.py): labels on round times, evenly spaced,
+"""The overview charts' time axis (dashboard/overview/time_axis.py): labels on round times, evenly spaced,
 midnight by its date; a few spacings offered, finest first, for the page to pick the one that fits."""
 
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
-from dashboard.time_axis import label, label_choices
+from dashboard.overview.time_axis import label, label_choices
 
 
 def _buckets(first: datetime, bucket: timedelta, count: int) -> list[datetime]:

@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dashboard import upcoming
-from dashboard.upcoming import BUCKET, BUCKETS, upcoming_fires
+from dashboard.upcoming import fires as upcoming
+from dashboard.upcoming.fires import BUCKET, BUCKETS, upcoming_fires
 from pools import registry
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""The Workers page and the overview's fleet (dashboard/worker_views.py, dashboard/fleet.py)
+"""The Workers page and the overview's fleet (dashboard/fleet/, dashboard/overview/charts.py)
 through the Django test client: the registry's workers with their last hour's runs counted
 over the caller's tenants only, offline ones flagged, the pools' pause and resume (staff only,
 with a confirm, audited), and the overview's chart range."""

@@ -3,7 +3,7 @@
 On every row (0011), each update of an execution (a claim's 500 PENDING → QUEUED, a start, an
 outcome) added an entry to the GIN index for the empty error too: about a tenth of a claim's time
 (bench: 27.8 → 25.3 ms for 500 without it). Rows with no error are never what a search of error
-text finds; dashboard/executions_page.py says `error <> ''` beside its search so the planner can
+text finds; dashboard/executions/listing.py says `error <> ''` beside its search so the planner can
 use this index."""
 
 from django.db import migrations

@@ -80,7 +80,7 @@
     });
     return { svg: svg, w: w, h: h, pad: pad, plotW: plotW, plotH: plotH };
   }
-  // The time axis: of the server's choices of labels (dashboard/time_axis.py: round times, evenly
+  // The time axis: of the server's choices of labels (dashboard/overview/time_axis.py: round times, evenly
   // spaced, finest first), the finest whose neighbours stand far enough apart for their text, as
   // drawn in this chart. A label marks the start of its bucket; one that would run past the
   // chart's edge is left out.
@@ -419,7 +419,7 @@
   }
 
   // --- Polled regions ------------------------------------------------------------------------------
-  // A region with data-poll-src (an execution's log lines while it runs: dashboard/logs.py) is read
+  // A region with data-poll-src (an execution's log lines while it runs: dashboard/executions/logs.py) is read
   // again from that URL every data-poll-ms and replaced whole; the server ends the polling by
   // rendering it without the attribute. Log lines commit no execution events, so the feed above
   // cannot say when there are more. A reader scrolled to the end of the lines stays at the end.

@@ -1,7 +1,7 @@
 """The dashboard's triage pages: the dead letter grouped by error fingerprint, one group's
 executions, and the group actions (retry or discard every DEAD execution of a group). Thin like
-dashboard/views.py, whose login, scoping and page frame they use; the reads are
-readmodels/dead_letter.py's, the writes dashboard/dead_letter.py's (audited)."""
+every page (dashboard/frame.py: login, scoping, the page frame); the reads are
+readmodels/dead_letter.py's, the writes dashboard/dead_letter/actions.py's (audited)."""
 
 from django.contrib import messages
 from django.http import Http404, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
@@ -9,9 +9,10 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard.dead_letter import GROUP_ACTIONS, dead_letter_group_act
+from dashboard.dead_letter.actions import GROUP_ACTIONS, dead_letter_group_act
+from dashboard.executions.rows import CANCELLABLE, with_pending_reasons
+from dashboard.frame import ScopedRequest, operator_view, render_page
 from dashboard.services import Actor
-from dashboard.views import CANCELLABLE, ScopedRequest, _page, _with_pending_reasons, operator_view
 from executions.clock import db_now
 from executions.fingerprints import masked
 from executions.states import REDRIVABLE
@@ -37,7 +38,7 @@ def _pass_of(raw: str | None) -> dead_letter.Pass | None:
 @operator_view
 def dead_letter_page(request: ScopedRequest) -> HttpResponse:
     found = dead_letter.dead_letter_groups(scope=request.tenant_scope)
-    return _page(
+    return render_page(
         request,
         "dashboard/dead_letter.html",
         {"section": "dead", "dead_letter": found, "batch_seconds": dead_letter.ACTION_SECONDS},
@@ -59,7 +60,7 @@ def dead_letter_group_page(request: ScopedRequest, fingerprint: str) -> HttpResp
         # Emptied (retried or discarded) or never there: say so rather than a bare 404.
         messages.info(request, "That error group has no dead executions now.")
         return HttpResponseRedirect(reverse("dashboard:dead-letter"))
-    _with_pending_reasons(executions)
+    with_pending_reasons(executions)
     # After a request that did not finish its pass: the rest of that pass, to continue it.
     action, left = request.GET.get("pass"), 0
     try:
@@ -68,7 +69,7 @@ def dead_letter_group_page(request: ScopedRequest, fingerprint: str) -> HttpResp
         resume = None  # a link edited by hand: the page without the offer to continue
     if action in GROUP_ACTIONS and resume is not None:
         left = dead_letter.group_executions(scope=scope, fingerprint=key).filter(resume.ahead()).count()
-    return _page(
+    return render_page(
         request,
         "dashboard/dead_letter_group.html",
         {

@@ -6,7 +6,7 @@ the browser: {"type": "events", "events": [{id, executionId, jobId, tenantId, ru
 step's run, else null), from, to, attempt, at, worker, message}, ...]}, oldest first, only of the caller's tenants;
 and with `&jobs_after=<audit row id>`, {"type": "jobs", "jobs": [{id, jobId, tenantId, action, state}, ...]}: a
 job paused, resumed, edited or cancelled by anyone (dashboard/job_changes.py).
-See dashboard/feed.py for where the events come from in each mode.
+See dashboard/live/feed.py for where the events come from in each mode.
 """
 
 import logging
@@ -16,8 +16,8 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from dashboard.feed import feed
-from dashboard.live import GROUP
+from dashboard.live.feed import feed
+from dashboard.live.publisher import GROUP
 from tenants.selectors import scope_of
 
 logger = logging.getLogger(__name__)

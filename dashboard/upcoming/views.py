@@ -1,4 +1,4 @@
-"""The upcoming-fires page: the next 24 h of fires in 15-minute bars (dashboard/upcoming.py), the
+"""The upcoming-fires page: the next 24 h of fires in 15-minute bars (dashboard/upcoming/fires.py), the
 pools' capacity beside them, and the jobs of one bucket (the busiest, or the one clicked: ?bucket=N)."""
 
 from datetime import datetime, timedelta
@@ -6,8 +6,8 @@ from datetime import datetime, timedelta
 from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 
-from dashboard.upcoming import BUCKET, BUCKETS, MAX_JOBS, MAX_SCHEDULES, Bucket, upcoming_fires
-from dashboard.views import ScopedRequest, _page, operator_view
+from dashboard.frame import ScopedRequest, operator_view, render_page
+from dashboard.upcoming.fires import BUCKET, BUCKETS, MAX_JOBS, MAX_SCHEDULES, Bucket, upcoming_fires
 from executions.clock import db_now
 
 # The timeline's drawing box (SVG user units; it scales to the page's width).
@@ -37,7 +37,7 @@ def upcoming(request: ScopedRequest) -> HttpResponse:
     ]
     ticks = _ticks(fires.start)
     busiest = sorted((b for b in fires.buckets if b.count), key=lambda b: (-b.count, b.index))[:5]
-    return _page(
+    return render_page(
         request,
         "dashboard/upcoming.html",
         {

@@ -16,7 +16,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 
-from dashboard.run_graph import Graph, Node, layout
+from dashboard.runs.graph import Graph, Node, layout
 from executions.models import Execution, ExecutionEvent, Run
 from executions.states import ExecutionState
 from jobs import workflow

@@ -1,7 +1,7 @@
 """After-commit messages about state changes, for the live views.
 
 Sent to the Channels layer group `executions` (Redis in production). The dashboard's consumers
-(dashboard/consumers.py) take a message as a cue to read the new ExecutionEvent rows at once;
+(dashboard/live/consumer.py) take a message as a cue to read the new ExecutionEvent rows at once;
 they also poll those rows, so losing a message only delays an update, and without Redis (the
 in-memory layer cannot cross processes) the poll alone carries it. The row is always the truth.
 

@@ -1,4 +1,4 @@
-"""Where the overview's charts (dashboard/fleet.py) label their time axis: on round times, evenly
+"""Where the overview's charts (dashboard/overview/charts.py) label their time axis: on round times, evenly
 (every 10 min, every 3 h, every day), and each midnight by its date, so that a 24 h or 7 d axis
 says which day it shows. The server does not know how wide a chart is drawn; the page does. So
 this offers a few spacings, finest first, and app.js draws the finest whose labels fit.

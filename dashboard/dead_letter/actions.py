@@ -14,7 +14,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from dashboard.models import AuditOutcome
+from audit.models import AuditOutcome
 from dashboard.services import Actor, Target, audit_record, executions_retry_audited
 from executions.models import Execution
 from readmodels.dead_letter import GroupAction, Pass, group_act

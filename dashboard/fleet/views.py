@@ -1,8 +1,8 @@
 """The dashboard's Workers page: every worker the registry has (live first, offline ones flagged),
 what each ran of the caller's tenants in the last hour, and the pools with their pause and resume
 (staff only, audited). The workers' table is read again every few seconds, so a worker that
-stops or dies is flagged offline without a reload. Thin like dashboard/views.py, whose login and
-scoping it uses."""
+stops or dies is flagged offline without a reload. Thin like every page (dashboard/frame.py: login,
+scoping, the page frame)."""
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -11,10 +11,10 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard import fleet
-from dashboard.pool_actions import pool_pause_audited, pool_resume_audited
+from dashboard.fleet import workers as fleet
+from dashboard.fleet.pool_actions import pool_pause_audited, pool_resume_audited
+from dashboard.frame import ScopedRequest, operator_view, redirect_back, render_page
 from dashboard.services import ActionRefused, Actor
-from dashboard.views import ScopedRequest, _page, _redirect_back, operator_view
 from executions.clock import db_now
 from jobs import registry as job_registry
 from pools.registry import offline_after
@@ -39,7 +39,7 @@ def _workers_context(request: ScopedRequest) -> dict:
 def workers_page(request: ScopedRequest) -> HttpResponse:
     context = _workers_context(request)
     context.update(section="workers", pools=fleet.pools(now=context["now"]))
-    return _page(request, "dashboard/workers.html", context)
+    return render_page(request, "dashboard/workers.html", context)
 
 
 @require_GET
@@ -69,4 +69,4 @@ def pool_action(request: ScopedRequest, pool: str, action: str) -> HttpResponse:
             messages.success(request, f"Pool {pool} resumed." if change.changed else f"Pool {pool} was not paused.")
     except ActionRefused as exc:
         messages.error(request, f"Pool {pool}: {action} refused — {exc}.")
-    return _redirect_back(request, reverse("dashboard:workers"))
+    return redirect_back(request, reverse("dashboard:workers"))

@@ -10,7 +10,7 @@ Two ways in, one path out:
 - embedded default (no Redis): web, dispatcher and workers are separate processes, and the
   in-memory channel layer cannot carry a message between them. The poller looks every
   POLL_SECONDS (0.4 s), so a change shows within about half a second.
-- with Redis: dashboard/live.py sends a message to the channel layer group "executions" after
+- with Redis: dashboard/live/publisher.py sends a message to the channel layer group "executions" after
   each commit; the consumer hears it and `poke`s the poller, which reads at once. The poll
   still runs, less often (POLL_SECONDS_WITH_LAYER), so a lost message only delays an update.
 Either way the browser receives rows read from the database, never a message that might have

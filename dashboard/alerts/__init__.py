@@ -1,0 +1,1 @@
+"""The alerts page and the firing alerts' banner every page shows."""

@@ -1,0 +1,1 @@
+"""The audit page: the audit log, filtered."""

@@ -1,0 +1,1 @@
+"""The dead letter grouped by error fingerprint, a group's executions, and the group actions."""

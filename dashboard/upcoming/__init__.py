@@ -1,0 +1,1 @@
+"""The upcoming-fires page: the next 24 hours of fires beside the pools' capacity."""
