@@ -4,8 +4,8 @@ and the small parsing every list does (page numbers, pagers, times, selected ids
 
 The pages themselves live one folder each (dashboard/jobs/, dashboard/executions/, …): a view
 parses the request, reads through its page's reads or dashboard.selectors (scoped by
-tenants.selectors.scope_of) and acts through dashboard.services (which call the same services as
-the API and audit every action). No view builds a query of its own.
+tenants.selectors.scope_of) and acts through its page's actions (which call the same services as
+the API and audit every action: dashboard/services.py). No view builds a query of its own.
 """
 
 import uuid

@@ -15,7 +15,8 @@ from datetime import datetime
 from django.db import transaction
 
 from audit.models import AuditOutcome
-from dashboard.services import Actor, Target, audit_record, executions_retry_audited
+from dashboard.executions.actions import executions_retry_audited
+from dashboard.services import Actor, Target, audit_record
 from executions.models import Execution
 from readmodels.dead_letter import GroupAction, Pass, group_act
 from scheduling.execution_changes import executions_discard

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import selectors, services
-from dashboard.executions import listing, logs
+from dashboard.executions import actions, listing, logs
 from dashboard.executions.rows import CANCELLABLE, REDRIVABLE, with_pending_reasons
 from dashboard.frame import (
     ScopedRequest,
@@ -137,12 +137,12 @@ def execution_action(request: ScopedRequest, execution_id: uuid.UUID, action: st
         raise Http404("no such execution")
     try:
         if action == "cancel":
-            state = services.execution_cancel_audited(actor=actor, execution=execution, now=db_now())
+            state = actions.execution_cancel_audited(actor=actor, execution=execution, now=db_now())
             messages.success(
                 request, "Cancelled." if state == S.CANCELLED else "Cancel requested; the worker stops it shortly."
             )
         else:
-            redriven = services.execution_retry_audited(actor=actor, execution=execution, now=db_now())
+            redriven = actions.execution_retry_audited(actor=actor, execution=execution, now=db_now())
             messages.success(request, f"Re-driven: attempt {redriven.attempt} is pending.")
     except ActionRefused as exc:
         messages.error(request, f"{action.capitalize()} refused — {exc}.")
@@ -164,7 +164,7 @@ def executions_retry(request: ScopedRequest) -> HttpResponse:
     if not wanted:
         messages.warning(request, "Nothing selected.")
     else:
-        result = services.executions_retry_audited(actor=actor, executions=list(found.values()), now=now)
+        result = actions.executions_retry_audited(actor=actor, executions=list(found.values()), now=now)
         if result.done:
             messages.success(request, f"Re-driven {len(result.done)} execution(s).")
         for execution, reason in result.refused:

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.fleet import workers as fleet
-from dashboard.fleet.pool_actions import pool_pause_audited, pool_resume_audited
+from dashboard.fleet.actions import pool_pause_audited, pool_resume_audited
 from dashboard.frame import ScopedRequest, operator_view, redirect_back, render_page
 from dashboard.services import ActionRefused, Actor
 from executions.clock import db_now

@@ -1,5 +1,5 @@
 """Creating and editing a job from the dashboard: the job form (dashboard/jobs/forms.py, held to
-the API's own serializer) in, an audited create or update (dashboard.services) out. An invalid
+the API's own serializer) in, an audited create or update (dashboard/jobs/actions.py) out. An invalid
 form is audited too, as what was attempted, except an edit that changed nothing."""
 
 import uuid
@@ -14,7 +14,7 @@ from django.views.decorators.http import require_http_methods
 
 from dashboard import selectors, services
 from dashboard.frame import ScopedRequest, operator_view, render_page
-from dashboard.jobs import forms
+from dashboard.jobs import actions, forms
 from dashboard.jobs.views import job_or_404
 from dashboard.services import ActionRefused, Actor, Target
 from executions.clock import db_now
@@ -69,7 +69,7 @@ def job_create(request: ScopedRequest) -> HttpResponse:
     # Valid: the form has its serializer, and the tenant was found (else an error above).
     assert tenant is not None and form.serializer is not None
     try:
-        job = services.job_create_audited(actor=actor, tenant=tenant, fields=form.serializer.to_model_fields(), now=now)
+        job = actions.job_create_audited(actor=actor, tenant=tenant, fields=form.serializer.to_model_fields(), now=now)
     except ActionRefused as exc:
         form.errors["general"] = [str(exc)]
         return render_page(request, TEMPLATE, _form_context(form, creating=True))
@@ -97,7 +97,7 @@ def job_edit(request: ScopedRequest, job_id: uuid.UUID) -> HttpResponse:
     fields = form.serializer.to_model_fields()
     fields.pop("type", None)
     try:
-        services.job_update_audited(actor=actor, job=job, fields=fields, now=now)
+        actions.job_update_audited(actor=actor, job=job, fields=fields, now=now)
     except ActionRefused as exc:
         form.errors["general"] = [str(exc)]
         return render_page(request, TEMPLATE, _form_context(form, job=job, creating=False))

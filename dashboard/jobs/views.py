@@ -21,6 +21,7 @@ from dashboard.frame import (
     render_page,
     selected_ids,
 )
+from dashboard.jobs import actions
 from dashboard.jobs.versions import versions_panel
 from dashboard.runs import reads as runs
 from dashboard.services import ActionRefused, Actor
@@ -103,7 +104,7 @@ def job_detail(request: ScopedRequest, job_id: uuid.UUID) -> HttpResponse:
 @require_POST
 @operator_view
 def job_action(request: ScopedRequest, job_id: uuid.UUID, action: str) -> HttpResponse:
-    if action not in services.JOB_ACTIONS:
+    if action not in actions.JOB_ACTIONS:
         raise Http404("no such action")
     actor = Actor.of(request)
     job = job_get(scope=request.tenant_scope, job_id=job_id)
@@ -113,7 +114,7 @@ def job_action(request: ScopedRequest, job_id: uuid.UUID, action: str) -> HttpRe
         )
         raise Http404("no such job")
     try:
-        outcome = services.job_act(actor=actor, job=job, action=action, now=db_now())
+        outcome = actions.job_act(actor=actor, job=job, action=action, now=db_now())
         messages.success(request, f"“{job.name}”: {outcome}.")
     except ActionRefused as exc:
         messages.error(request, f"“{job.name}”: {action} refused — {exc}.")
@@ -135,7 +136,7 @@ def job_version_restore(request: ScopedRequest, job_id: uuid.UUID, number: int) 
     if version is None:
         raise Http404("no such version")
     try:
-        services.job_version_restore_audited(actor=actor, job=job, version=version, now=db_now())
+        actions.job_version_restore_audited(actor=actor, job=job, version=version, now=db_now())
         messages.success(request, f"“{job.name}”: version {number} restored.")
     except ActionRefused as exc:
         messages.error(request, f"“{job.name}”: restore of version {number} refused — {exc}.")
@@ -147,7 +148,7 @@ def job_version_restore(request: ScopedRequest, job_id: uuid.UUID, number: int) 
 def jobs_bulk_action(request: ScopedRequest) -> HttpResponse:
     """Pause, resume or cancel the jobs selected on the jobs page; only the caller's tenants' jobs."""
     action = request.POST.get("action", "")
-    if action not in services.BULK_JOB_ACTIONS:
+    if action not in actions.BULK_JOB_ACTIONS:
         return HttpResponseBadRequest("unknown action", content_type="text/plain; charset=utf-8")
     actor = Actor.of(request)
     wanted = selected_ids(request)
@@ -160,7 +161,7 @@ def jobs_bulk_action(request: ScopedRequest) -> HttpResponse:
     if not wanted:
         messages.warning(request, "Nothing selected.")
     else:
-        result = services.jobs_act_audited(actor=actor, jobs=list(found.values()), action=action, now=now)
+        result = actions.jobs_act_audited(actor=actor, jobs=list(found.values()), action=action, now=now)
         done = {"pause": "Paused", "resume": "Resumed", "cancel": "Cancelled"}[action]
         text = f"{done} {len(result.done)} job(s); skipped {len(result.skipped)} not in a state to {action}."
         (messages.success if result.done else messages.warning)(request, text)

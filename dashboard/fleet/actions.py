@@ -1,10 +1,11 @@
 """Pausing and resuming a whole pool from the dashboard: staff only (a pool is every tenant's),
 through the same services as the API (scheduling/pool_pauses.py), each audited as the
-dashboard's other actions are (dashboard.services: one row, in the action's transaction)."""
+dashboard's other actions are (dashboard.services.audited_action: one row, in the action's
+transaction)."""
 
 from datetime import datetime
 
-from dashboard.services import Actor, Target, _audited
+from dashboard.services import Actor, Target, audited_action
 from scheduling.pool_pauses import PoolChange, pool_pause, pool_resume
 
 
@@ -13,7 +14,7 @@ def _target(pool: str) -> Target:
 
 
 def pool_pause_audited(*, actor: Actor, pool: str, reason: str, now: datetime) -> PoolChange:
-    return _audited(
+    return audited_action(
         actor=actor,
         action="pool.pause",
         target=_target(pool),
@@ -24,7 +25,7 @@ def pool_pause_audited(*, actor: Actor, pool: str, reason: str, now: datetime) -
 
 
 def pool_resume_audited(*, actor: Actor, pool: str, now: datetime) -> PoolChange:
-    return _audited(
+    return audited_action(
         actor=actor,
         action="pool.resume",
         target=_target(pool),
