@@ -22,7 +22,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import connection, transaction
+from django.db import transaction
 
 from alerts import transitions
 from alerts.models import Alert, Notification, NotificationEvent
@@ -112,11 +112,14 @@ def send(notification: Notification) -> None:
 
 def _claim(*, now: datetime, limit: int) -> list[Notification]:
     with transaction.atomic():
-        due = Notification.objects.filter(state=NotificationState.PENDING, next_attempt_at__lte=now).order_by(
-            "next_attempt_at", "id"
+        # SKIP LOCKED on PostgreSQL (of the notification only: not its rule's and tenant's rows);
+        # Django leaves FOR UPDATE out on SQLite, whose one writer at a time serialises the claim,
+        # as the executions' set moves do (executions/transitions.py).
+        due = (
+            Notification.objects.filter(state=NotificationState.PENDING, next_attempt_at__lte=now)
+            .order_by("next_attempt_at", "id")
+            .select_for_update(skip_locked=True, of=("self",))
         )
-        if connection.features.has_select_for_update_skip_locked:
-            due = due.select_for_update(skip_locked=True, of=("self",))
         claimed = list(due.select_related("alert__rule__tenant")[:limit])
         if claimed:
             Notification.objects.filter(pk__in=[n.pk for n in claimed]).update(

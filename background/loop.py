@@ -1,14 +1,16 @@
-"""The shared shape of a long-running role: run a unit of work, sleep, stop cleanly on a signal."""
+"""The shared shape of a long-running role: run a unit of work, sleep, stop cleanly on a signal;
+and the loop of the roles made of background services (`serve_services`: the sweeper, the alerter)."""
 
 import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from django.db import InterfaceError, OperationalError, close_old_connections
 
+from background.service import Service, run_pass
 from pools.roles import RoleBeat
 
 logger = logging.getLogger(__name__)
@@ -84,6 +86,32 @@ def run_forever(*, name: str, step: Callable[[], float], stop: StopFlag, beat: R
             stop.event.wait(delay)
     beat.stopped()
     logger.info("%s stopped", name)
+
+
+def serve_services(
+    *,
+    name: str,
+    services: Sequence[Service],
+    stop: StopFlag,
+    clock: Callable[[], datetime],
+    interval: float,
+    again_at: int | None,
+    log_as: str,
+    beat: RoleBeat | None = None,
+) -> None:
+    """Run `services` in order, each unit of work at the time `clock` says (the database's), until
+    `stop`: at once again after a pass whose work reached `again_at` (a full batch: there is
+    more), else every `interval` seconds. A pass that did any work says so in one line,
+    `<log_as>: <service>(<count>=n, …) …`; a quiet pass says nothing."""
+
+    def step() -> float:
+        close_old_connections()
+        done = run_pass(services, now=clock())
+        if done.work():
+            logger.info("%s: %s", log_as, done)
+        return 0 if again_at is not None and done.work() >= again_at else interval
+
+    run_forever(name=name, step=step, stop=stop, beat=beat)
 
 
 class _NoBeat(RoleBeat):

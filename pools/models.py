@@ -107,7 +107,7 @@ class PoolPause(models.Model):
 
 class PoolSample(models.Model):
     """One minute of one pool, for one tenant or (tenant null) for every tenant together, as the
-    sweeper saw it when the minute ended (maintenance/pool_history.py): the queue then (due
+    sweeper saw it when the minute ended (maintenance/services/pool_history.py): the queue then (due
     backlog, queued, running) and what happened in the minute (finished by outcome, started and
     their start lag). The dashboard's charts of 24 hours and 7 days read these, not the
     executions: staff read the pools' totals (a row per pool per minute, however many tenants),

@@ -1,5 +1,5 @@
 """The pools' history as the dashboard's charts read it: the minute samples the sweeper records
-(maintenance/pool_history.py) summed into buckets of a chart's range, for ranges of hours and days
+(maintenance/services/pool_history.py) summed into buckets of a chart's range, for ranges of hours and days
 whose executions would be too many to read per page."""
 
 from dataclasses import dataclass, field

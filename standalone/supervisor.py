@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from maintenance import registry
+
 logger = logging.getLogger("tickwork.standalone")
 PR_SET_PDEATHSIG = 1
 
@@ -141,8 +143,8 @@ def role_commands(*, host: str, port: int, pools: list[str], concurrency: int) -
     return [
         Child("web", [python, "-m", "daphne", "-b", host, "-p", str(port), "scheduler_project.asgi:application"]),
         Child("dispatcher", [python, manage, "run_dispatcher"]),
-        Child("sweeper", [python, manage, "run_sweeper"]),
-        Child("alerter", [python, manage, "run_alerter"]),
+        # The roles of background services (maintenance/registry.py): the sweeper, the alerter.
+        *(Child(role.kind, [python, manage, role.command]) for role in registry.ROLES),
         Child(
             "worker",
             [

@@ -4,12 +4,15 @@ from datetime import datetime, timedelta
 
 from django.test import TestCase
 
-from background.publisher import Dispatch, InMemoryPublisher
+from background.publisher import Dispatch, InMemoryPublisher, Publisher
+from background.service import Pass
 from dispatcher import dispatcher
 from dispatcher.dispatcher import DispatchResult
 from executions import transitions
 from executions.models import Execution
 from jobs import registry
+from maintenance import registry as services
+from maintenance import roles
 from pools.models import Worker
 
 IN_PROCESS_WORKER = "in-process"
@@ -69,3 +72,13 @@ def start(execution_id, *, now: datetime, lease: float = 30, worker: str = "host
 def succeed(execution_id, *, now: datetime) -> None:
     row = Execution.objects.get(pk=execution_id)
     assert transitions.succeed(execution_id=execution_id, lease_token=row.lease_token, now=now, result=None)
+
+
+def sweeper_pass(now: datetime, *, publisher: Publisher | None = None) -> Pass:
+    """One pass of the sweeper's services (maintenance/registry.py) at `now`: each one's counts."""
+    return roles.run_once(services.SWEEPER, now=now, publisher=publisher or InMemoryPublisher())
+
+
+def alerter_pass(now: datetime) -> Pass:
+    """One pass of the alerter's services at `now`: evaluation, then delivery."""
+    return roles.run_once(services.ALERTER, now=now, publisher=InMemoryPublisher())

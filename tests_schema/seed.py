@@ -11,10 +11,10 @@ from typing import Any
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from alerts import alerter
 from executions import transitions
 from executions.models import Execution
 from executions.states import ExecutionState as S
+from testing.steps import alerter_pass
 
 TARGET = {"handler": "noop"}
 STEPS = [
@@ -79,7 +79,7 @@ def seed(token: str) -> dict[str, list[str]]:
         "channels": [{"type": "email", "to": "ops@example.com"}],
     }
     made["rule_id"].append(post("/v1/alerts/rules", rule)["ruleId"])
-    alerter.run_once(now=now)  # no worker serves `default`: the rule fires, and GET /v1/alerts has one
+    alerter_pass(now)  # no worker serves `default`: the rule fires, and GET /v1/alerts has one
     return made
 
 

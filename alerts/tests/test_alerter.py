@@ -10,12 +10,12 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
-from alerts import alerter
 from alerts.models import Alert, AlertRule, Notification
 from executions.models import Execution
 from pools import registry
 from pools.models import Role, Worker
 from tenants import signing
+from testing.steps import alerter_pass
 
 
 def _rule(tenant, receiver, **fields) -> AlertRule:
@@ -116,14 +116,14 @@ def test_each_kind_fires_once_and_resolves_once_with_one_webhook_and_one_email_e
     rule = _rule(tenant, receiver, kind=kind, **fields)
 
     _healthy_fleet(now)
-    assert alerter.run_once(now=now).evaluation.fired == 0, "nothing breaches yet"
+    assert alerter_pass(now)["alert_evaluation"].fired == 0, "nothing breaches yet"
     breach(tenant, make_job, drive, now)
-    result = alerter.run_once(now=timezone.now())
+    result = alerter_pass(timezone.now())
 
     alert = Alert.objects.get(rule=rule)
     assert alert.state == "FIRING" and alert.subject.startswith(subject), alert.subject
     assert words in alert.summary, alert.summary
-    assert result.delivery.sent == 2
+    assert result["alert_delivery"].sent == 2
     assert len(receiver.requests) == 1 and len(mail.outbox) == 1
     body = _verified(receiver, tenant, 0)
     assert body["state"] == "FIRING" and body["alertId"] == str(alert.pk) and body["ruleId"] == str(rule.pk)
@@ -132,24 +132,28 @@ def test_each_kind_fires_once_and_resolves_once_with_one_webhook_and_one_email_e
     assert mail.outbox[0].to == ["oncall@example.com"] and "FIRING" in mail.outbox[0].subject
     assert alert.summary in mail.outbox[0].body
 
-    again = alerter.run_once(now=timezone.now())
-    assert again.evaluation.fired == 0 and again.delivery.total() == 0
+    again = alerter_pass(timezone.now())
+    assert again["alert_evaluation"].fired == 0 and again["alert_delivery"].total() == 0
     assert len(receiver.requests) == 1 and len(mail.outbox) == 1
 
     later = heal(tenant, drive, timezone.now())
-    result = alerter.run_once(now=later)
+    result = alerter_pass(later)
 
     alert.refresh_from_db()
     assert alert.state == "RESOLVED" and alert.resolved_at == later
-    assert result.evaluation.resolved == 1 and result.delivery.sent == 2
+    assert result["alert_evaluation"].resolved == 1 and result["alert_delivery"].sent == 2
     assert len(receiver.requests) == 2 and len(mail.outbox) == 2
     body = _verified(receiver, tenant, 1)
     assert body["state"] == "RESOLVED" and body["alertId"] == str(alert.pk) and body["resolvedAt"]
     assert "RESOLVED" in mail.outbox[1].subject
     assert Notification.objects.filter(alert=alert, state="SENT").count() == 4
 
-    final = alerter.run_once(now=later)
-    assert final.evaluation.fired == 0 and final.evaluation.resolved == 0 and final.delivery.total() == 0
+    final = alerter_pass(later)
+    assert (
+        final["alert_evaluation"].fired == 0
+        and final["alert_evaluation"].resolved == 0
+        and final["alert_delivery"].total() == 0
+    )
     assert Alert.objects.filter(rule=rule).count() == 1
 
 

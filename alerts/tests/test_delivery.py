@@ -8,10 +8,10 @@ from datetime import timedelta
 from django.core import mail
 from django.utils import timezone
 
-from alerts import alerter
 from alerts.models import AlertRule, Notification
 from tenants import signing
 from tenants.services import signing_secret_rotate
+from testing.steps import alerter_pass
 
 
 def _rule(tenant, url, **fields):
@@ -31,14 +31,14 @@ def test_a_failing_webhook_is_retried_then_failed_and_shown(api, tenant, receive
     _rule(tenant, receiver.url)
     now = timezone.now()
 
-    first = alerter.run_once(now=now)
+    first = alerter_pass(now)
     notification = Notification.objects.get()
-    assert first.evaluation.fired == 1 and first.delivery.retried == 1
+    assert first["alert_evaluation"].fired == 1 and first["alert_delivery"].retried == 1
     assert notification.state == "PENDING" and notification.attempts == 1 and "500" in notification.last_error
 
-    assert alerter.run_once(now=now + timedelta(seconds=1)).delivery.total() == 0  # not yet: it waits 5 s
-    alerter.run_once(now=now + timedelta(minutes=1))
-    alerter.run_once(now=now + timedelta(minutes=2))
+    assert alerter_pass(now + timedelta(seconds=1))["alert_delivery"].total() == 0  # not yet: it waits 5 s
+    alerter_pass(now + timedelta(minutes=1))
+    alerter_pass(now + timedelta(minutes=2))
     notification.refresh_from_db()
     assert notification.state == "FAILED" and notification.attempts == 3
     assert len(receiver.requests) == 3
@@ -50,7 +50,7 @@ def test_a_private_address_is_refused_unless_allowed(tenant, settings):
     settings.TICKWORK_HTTP_ALLOW_PRIVATE = False
     _rule(tenant, "http://127.0.0.1:9/hook")
 
-    alerter.run_once(now=timezone.now())
+    alerter_pass(timezone.now())
 
     notification = Notification.objects.first()
     assert "127.0.0.1 is" in notification.last_error and notification.attempts == 1
@@ -60,7 +60,7 @@ def test_a_global_rule_signs_with_the_alerts_signing_secret(receiver, settings, 
     settings.TICKWORK_ALERTS_SIGNING_SECRET = "s3cret"
     _rule(None, receiver.url)
 
-    alerter.run_once(now=timezone.now())
+    alerter_pass(timezone.now())
 
     assert receiver.requests
     for request in receiver.requests:
@@ -80,9 +80,13 @@ def test_a_failing_email_does_not_stop_the_webhook_or_the_evaluation(tenant, rec
         channels=[{"type": "email", "to": "a@example.com"}, {"type": "webhook", "url": receiver.url}],
     )
 
-    result = alerter.run_once(now=timezone.now())
+    result = alerter_pass(timezone.now())
 
-    assert result.evaluation.fired == 1 and result.delivery.sent == 1 and result.delivery.retried == 1
+    assert (
+        result["alert_evaluation"].fired == 1
+        and result["alert_delivery"].sent == 1
+        and result["alert_delivery"].retried == 1
+    )
     assert len(receiver.requests) == 1 and not mail.outbox
     assert "SMTP is down" in Notification.objects.get(channel_type="email").last_error
 
@@ -102,7 +106,7 @@ def test_a_tenants_rule_signs_with_both_secrets_while_a_rotation_settles(tenant,
     new = signing_secret_rotate(tenant=tenant, now=timezone.now())
     _rule(tenant, receiver.url)
 
-    alerter.run_once(now=timezone.now())
+    alerter_pass(timezone.now())
 
     (request,) = receiver.requests
     for secret in (old, new):

@@ -26,12 +26,12 @@ def alert_stack(django_db_setup, django_db_blocker, tmp_path_factory):
 def test_an_active_alert_shows_on_every_page_and_goes_when_resolved(alert_stack, browser, transactional_db, drive):
     from datetime import timedelta
 
-    from alerts import alerter
     from alerts.models import AlertRule
     from executions.clock import db_now
     from executions.models import Execution
     from scheduling.job_creation import job_create
     from tenants.services import tenant_create
+    from testing.steps import alerter_pass
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     tenant = tenant_create(slug="acme")
@@ -61,7 +61,7 @@ def test_an_active_alert_shows_on_every_page_and_goes_when_resolved(alert_stack,
         now=now,
     ).job
     drive(Execution.objects.get(job=job), "DEAD")
-    assert alerter.run_once(now=db_now()).evaluation.fired == 1
+    assert alerter_pass(db_now())["alert_evaluation"].fired == 1
 
     banner = page.locator("[data-testid=alert-banner]")
     banner.wait_for(timeout=15_000)  # the open page reads the banner again every 5 s
@@ -76,5 +76,5 @@ def test_an_active_alert_shows_on_every_page_and_goes_when_resolved(alert_stack,
     page.wait_for_url(f"{alert_stack.base}/dashboard/alerts/*")
     assert "FIRING" in page.locator("[data-testid=alerts-table]").inner_text()
 
-    assert alerter.run_once(now=db_now() + timedelta(seconds=301)).evaluation.resolved == 1
+    assert alerter_pass(db_now() + timedelta(seconds=301))["alert_evaluation"].resolved == 1
     _wait_for(lambda: page.locator("[data-testid=alert-banner]").count() == 0, message="the banner to go")

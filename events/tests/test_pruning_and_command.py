@@ -8,12 +8,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from background.publisher import InMemoryPublisher
 from events.models import Event, EventSource
 from events.services import event_receive
-from maintenance import sweeper
 from tenants.models import Tenant
 from tenants.selectors import inbound_secrets
+from testing.steps import sweeper_pass
 
 pytestmark = pytest.mark.django_db
 
@@ -24,9 +23,9 @@ def test_the_sweeper_prunes_events_older_than_the_retention(tenant, settings):
     for age in (timedelta(days=31), timedelta(days=29)):
         event_receive(tenant=tenant, name="invoice.paid", payload={}, source=EventSource.API, now=now - age)
 
-    result = sweeper.run_once(now=now, publisher=InMemoryPublisher())
+    result = sweeper_pass(now)
 
-    assert result.events_pruned == 1
+    assert result["retention"].events_pruned == 1
     assert [e.received_at for e in Event.objects.all()] == [now - timedelta(days=29)]
 
 

@@ -159,14 +159,13 @@ def test_pruning_folds_so_no_counter_goes_down(workload, settings):
 
 
 def test_the_sweeper_prunes_past_the_retention_and_no_counter_goes_down(workload):
-    """The sweep itself (maintenance.sweeper.run_once): the 40-day-old finished executions go,
+    """The sweep itself (the sweeper's retention service): the 40-day-old finished executions go,
     their ends, retries and times stay counted."""
-    from background.publisher import InMemoryPublisher
-    from maintenance import sweeper
+    from testing.steps import sweeper_pass
 
     before = _counters(_snapshot())
-    result = sweeper.run_once(now=timezone.now(), publisher=InMemoryPublisher())
-    assert result.pruned == 5
+    result = sweeper_pass(timezone.now())
+    assert result["retention"].pruned == 5
     assert _counters(_snapshot()) == before
 
 

@@ -1,4 +1,4 @@
-"""The pools' minute samples (maintenance/pool_history.py): what the sweeper records as a minute
+"""The pools' minute samples (maintenance/services/pool_history.py): what the sweeper records as a minute
 ends, once, per (pool, tenant); how the charts' buckets are made of them (readmodels/pool_history.py);
 their pruning; and the start lag measured from when the work could first run (readmodels/start_lag.py)."""
 
@@ -7,7 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from executions.models import Execution
-from maintenance import pool_history, sweeper
+from maintenance.services import pool_history
+from maintenance.services.pool_history import PoolHistory
+from maintenance.services.retention import Retention
 from pools.models import PoolSample
 from readmodels.pool_history import history
 from readmodels.start_lag import start_lag_seconds
@@ -108,11 +110,12 @@ def test_the_charts_buckets_sum_tenants_per_minute_and_keep_the_busiest_minute(t
     assert history(scope=[], **window)[0].due == {}
 
 
-def test_samples_older_than_eight_days_are_pruned_by_the_sweepers_bookkeeping(tenant):
+def test_samples_older_than_eight_days_are_pruned_by_retention(tenant):
     PoolSample.objects.create(at=T - timedelta(days=8, minutes=1), pool="default", tenant=tenant)
     PoolSample.objects.create(at=T - timedelta(days=7), pool="default", tenant=tenant)
 
-    assert sweeper.record_history(now=T) == 2  # the last minute's total recorded, one pruned
+    assert PoolHistory().run_once(now=T).samples == 1  # the last minute's total
+    assert Retention(retention=timedelta(days=30)).run_once(now=T).samples_pruned == 1
 
     assert list(PoolSample.objects.filter(tenant=tenant).values_list("at", flat=True)) == [T - timedelta(days=7)]
 

@@ -1,5 +1,5 @@
-"""sweeper.run_once with the in-memory publisher and an injected `now`: lost leases, timeouts, forced
-cancels, lost publishes and retention."""
+"""The sweeper's services (maintenance/registry.py), one pass with the in-memory publisher and an injected
+`now`: lost leases, timeouts, forced cancels, lost publishes and retention."""
 
 from datetime import timedelta
 
@@ -8,14 +8,13 @@ from django.test import TestCase
 from django.utils import timezone
 
 from background.publisher import InMemoryPublisher
+from background.service import Pass
 from executions import logs
 from executions.models import Execution, ExecutionLog
 from jobs.models import Job
-from maintenance import sweeper
-from maintenance.sweeper import SweepResult
 from scheduling.execution_changes import execution_cancel
 from testing.harness import history
-from testing.steps import claim, start, succeed
+from testing.steps import claim, start, succeed, sweeper_pass
 
 pytestmark = pytest.mark.django_db
 LEASE = 30
@@ -29,10 +28,10 @@ def timings(settings):
     settings.TICKWORK_PUBLISH_GRACE_SECONDS = 30
 
 
-def sweep(now) -> tuple[SweepResult, list]:
+def sweep(now) -> tuple[Pass, list]:
     publisher = InMemoryPublisher()
     with TestCase.captureOnCommitCallbacks(execute=True):
-        result = sweeper.run_once(now=now, publisher=publisher)
+        result = sweeper_pass(now, publisher=publisher)
     return result, publisher.sent
 
 
@@ -49,11 +48,11 @@ def test_an_expired_lease_is_reclaimed_as_worker_lost_and_retried_after_the_back
     available after the retry policy's delay. A live lease is left alone."""
     _job, execution = _running(make_job, tenant, now)
 
-    assert sweep(now + timedelta(seconds=LEASE - 1))[0].total() == 0
+    assert sweep(now + timedelta(seconds=LEASE - 1))[0].work() == 0
     later = now + timedelta(seconds=LEASE + 1)
     result, _ = sweep(later)
 
-    assert result.lost == 1
+    assert result["lost_leases"].lost == 1
     execution.refresh_from_db()
     assert execution.state == "PENDING" and execution.attempt == 2
     assert execution.available_at == later + timedelta(seconds=5)
@@ -84,10 +83,10 @@ def test_a_run_past_its_timeout_and_grace_is_timed_out_by_the_sweeper(tenant, ma
 
     still_heartbeating = {"lease_expires_at": now + timedelta(hours=1)}
     Execution.objects.filter(pk=execution.pk).update(**still_heartbeating)
-    assert sweep(now + timedelta(seconds=60 + GRACE - 1))[0].timed_out == 0
+    assert sweep(now + timedelta(seconds=60 + GRACE - 1))[0]["timeouts"].timed_out == 0
     result, _ = sweep(now + timedelta(seconds=60 + GRACE + 1))
 
-    assert result.timed_out == 1
+    assert result["timeouts"].timed_out == 1
     execution.refresh_from_db()
     assert execution.state == "PENDING" and execution.attempt == 2
     assert history(execution.pk)[-2:] == [("RUNNING", "TIMED_OUT"), ("TIMED_OUT", "PENDING")]
@@ -100,10 +99,10 @@ def test_a_cancel_the_worker_did_not_carry_out_is_enforced_after_two_graces(tena
     Execution.objects.filter(pk=execution.pk).update(lease_expires_at=now + timedelta(hours=1))
     assert execution_cancel(execution=execution, now=now) == "RUNNING"
 
-    assert sweep(now + timedelta(seconds=2 * GRACE - 1))[0].force_cancelled == 0
+    assert sweep(now + timedelta(seconds=2 * GRACE - 1))[0]["forced_cancels"].force_cancelled == 0
     result, _ = sweep(now + timedelta(seconds=2 * GRACE + 1))
 
-    assert result.force_cancelled == 1
+    assert result["forced_cancels"].force_cancelled == 1
     assert Execution.objects.get(pk=execution.pk).state == "CANCELLED"
     assert Job.objects.get(pk=job.pk).state == "COMPLETED"
 
@@ -116,7 +115,7 @@ def test_a_cancelled_run_whose_worker_is_lost_is_cancelled_not_retried(tenant, m
 
     result, _ = sweep(now + timedelta(seconds=LEASE + 1))
 
-    assert (result.lost, result.force_cancelled) == (0, 1)
+    assert (result["lost_leases"].lost, result["forced_cancels"].force_cancelled) == (0, 1)
     execution.refresh_from_db()
     assert execution.state == "CANCELLED" and execution.attempt == 1
     assert history(execution.pk)[-1] == ("RUNNING", "CANCELLED")
@@ -135,7 +134,7 @@ def test_a_queued_execution_nobody_started_is_published_again_with_a_growing_gra
     at = now + timedelta(seconds=31)
     result, sent = sweep(at)
 
-    assert result.republished == 1 and sent == [first]
+    assert result["republishing"].republished == 1 and sent == [first]
     execution.refresh_from_db()
     assert execution.state == "QUEUED" and execution.publish_count == 2
     assert execution.republish_at == at + timedelta(seconds=60)  # the grace doubled: 30 s, 60 s, 120 s…
@@ -154,10 +153,10 @@ def test_finished_executions_are_pruned_after_the_retention_period(settings, ten
     succeed(execution.pk, now=now)
     pending = Execution.objects.get(job=make_job(tenant, run_at=now + timedelta(days=60)))
 
-    assert sweep(now + timedelta(days=29))[0].pruned == 0
+    assert sweep(now + timedelta(days=29))[0]["retention"].pruned == 0
     result, _ = sweep(now + timedelta(days=31))
 
-    assert result.pruned == 1
+    assert result["retention"].pruned == 1
     assert not Execution.objects.filter(pk=execution.pk).exists()
     assert Execution.objects.filter(pk=pending.pk).exists()
 
@@ -173,7 +172,7 @@ def test_an_executions_log_lines_go_with_it_when_it_is_pruned(settings, tenant, 
             execution_id=owner.pk, attempt=1, lines=[logs.Line(seq=1, at=now, level="INFO", logger="h", message="m")]
         )
 
-    assert sweep(now + timedelta(days=31))[0].pruned == 1
+    assert sweep(now + timedelta(days=31))[0]["retention"].pruned == 1
 
     assert list(ExecutionLog.objects.values_list("execution_id", flat=True)) == [pending.pk]
 
@@ -195,10 +194,10 @@ def test_an_ended_job_goes_once_its_executions_are_pruned_and_a_live_one_stays(s
     waiting = make_job(tenant, run_at=now + timedelta(days=60))
     cron = make_job(tenant, type="CRON", schedule="0 0 1 1 *")
 
-    assert sweep(now + timedelta(days=29))[0].jobs_pruned == 0
+    assert sweep(now + timedelta(days=29))[0]["retention"].jobs_pruned == 0
     first, _ = sweep(now + timedelta(days=31))  # the execution goes, then the job left with none
 
-    assert first.pruned == 1 and first.jobs_pruned == 1
+    assert first["retention"].pruned == 1 and first["retention"].jobs_pruned == 1
     assert not Job.objects.filter(pk=done.pk).exists()
     assert not JobVersion.objects.filter(job_id=done.pk).exists()
     assert set(Job.objects.values_list("pk", flat=True)) == {waiting.pk, cron.pk}
@@ -220,11 +219,11 @@ def test_a_cron_workflows_finished_runs_go_with_their_executions_and_its_live_ru
 
     result, _ = sweep(now + timedelta(days=31))
 
-    assert result.pruned == 1 and result.runs_pruned == 1
+    assert result["retention"].pruned == 1 and result["retention"].runs_pruned == 1
     assert list(Run.objects.values_list("pk", flat=True)) == [coming.pk]
 
 
 def test_nothing_to_do_is_a_zero_result(tenant, make_job):
     """An idle sweep returns zero counts (and so logs nothing)."""
     make_job(tenant, run_at=timezone.now() + timedelta(hours=1))
-    assert sweep(timezone.now())[0].total() == 0
+    assert sweep(timezone.now())[0].work() == 0

@@ -5,9 +5,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from maintenance import sweeper
 from pools import registry
 from pools.models import Worker
+from testing.steps import sweeper_pass
 
 pytestmark = pytest.mark.django_db
 
@@ -46,7 +46,6 @@ def test_the_sweeper_forgets_workers_not_seen_for_a_day(settings):
     now = timezone.now()
     registry.register(hostname="old", pid=1, pools=["default"], slots=1, now=now - timedelta(days=2))
     registry.register(hostname="new", pid=2, pools=["default"], slots=1, now=now - timedelta(hours=1))
-    from background.publisher import InMemoryPublisher
 
-    assert sweeper.run_once(now=now, publisher=InMemoryPublisher()).workers_forgotten == 1
+    assert sweeper_pass(now)["retention"].workers_forgotten == 1
     assert list(Worker.objects.values_list("hostname", flat=True)) == ["new"]

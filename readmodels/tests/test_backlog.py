@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from executions.models import Execution
-from maintenance import pool_history
+from maintenance.services import pool_history
 from pools.models import PoolSample
 from readmodels.backlog import due_work
 from readmodels.selectors import pool_overviews

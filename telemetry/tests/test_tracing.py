@@ -22,7 +22,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import testing.handlers_for_tests  # noqa: F401  (registers test-traced)
 from events.tests.factories import event_job, workflow_event_job
 from executions.models import Execution
-from maintenance import sweeper
+from maintenance.services.lost_leases import LostLeases
 from telemetry import tracing
 from testing.harness import wait_for
 from testing.steps import dispatch, start
@@ -237,7 +237,7 @@ def test_a_run_whose_worker_was_lost_shows_the_sweepers_rescue_in_its_trace(span
     dispatch(now + timedelta(seconds=1))
     start(execution.pk, now=now + timedelta(seconds=1), lease=5, worker="gone:1")
 
-    assert sweeper.reclaim_lost(now=now + timedelta(seconds=10), limit=10) == 1
+    assert LostLeases(batch=10).run_once(now=now + timedelta(seconds=10)).lost == 1
 
     create, swept = _one(spans, "tickwork.create_job"), _one(spans, "tickwork.sweep")
     assert swept.context.trace_id == create.context.trace_id and swept.parent.span_id == create.context.span_id

@@ -1,5 +1,5 @@
 """Alert rules (`GET/POST /v1/alerts/rules`, `GET/PATCH/DELETE /v1/alerts/rules/{id}`) and the
-alerts they raised (`GET /v1/alerts`, `GET /v1/alerts/{id}`). The alerter (alerts/alerter.py)
+alerts they raised (`GET /v1/alerts`, `GET /v1/alerts/{id}`). The alerter (maintenance/registry.py)
 evaluates the rules; docs/alerts.md says what each kind means."""
 
 from typing import Any

@@ -1,11 +1,12 @@
 from django.core.management.base import BaseCommand
 
-from alerts.alerter import serve
 from background.loop import StopFlag
+from background.publisher import CeleryPublisher
+from maintenance import registry, roles
 
 
 class Command(BaseCommand):
     help = "Evaluate alert rules and send their notifications, until SIGINT/SIGTERM."
 
     def handle(self, *args, **options) -> None:
-        serve(stop=StopFlag())
+        roles.serve(registry.ALERTER, stop=StopFlag(), publisher=CeleryPublisher())

@@ -1,4 +1,4 @@
-"""The pools' history, a minute at a time: the sweeper records, as each minute ends, one
+"""Pool history, a minute at a time: the sweeper records, as each minute ends, one
 PoolSample row per pool for every tenant together (every known pool, even a quiet one: a zero
 is not a gap) and one per (pool, tenant) with anything to say: its queue then, what finished and
 started in the minute, the start lag of those starts. Pruned after HISTORY. The dashboard's
@@ -11,13 +11,19 @@ to it: the unique constraints make a second sweeper's rows no-ops. A minute in w
 ran stays unrecorded: the charts show a gap, not a guess.
 
 Reads are bounded: the queue's counts walk the partial indexes of live work (due, QUEUED,
-RUNNING), what finished in the minute a range of the finished_at index."""
+RUNNING), what finished in the minute a range of the finished_at index.
+
+Bookkeeping of the minute, not work to take back: never a reason to sweep again at once. The
+samples past HISTORY go with the rest of what is forgotten (retention.py, `prune` below)."""
 
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Self
 
 from django.db.models import Count, Q
 
+from background.service import Counts, Needs
 from executions.models import Execution
 from executions.states import ExecutionState
 from executions.tallies import percentile
@@ -30,6 +36,23 @@ S = ExecutionState
 HISTORY = timedelta(days=8)
 MINUTE = timedelta(minutes=1)
 _recorded: dict[str, datetime] = {}  # this process's last recorded minute: it is not asked again
+
+
+@dataclass
+class Recorded(Counts):
+    bookkeeping = True
+    samples: int = 0
+
+
+class PoolHistory:
+    name = "pool_history"
+
+    @classmethod
+    def build(cls, needs: Needs) -> Self:
+        return cls()
+
+    def run_once(self, *, now: datetime) -> Recorded:
+        return Recorded(samples=record(now=now))
 
 
 def minute_of(moment: datetime) -> datetime:
