@@ -158,10 +158,12 @@ class JobVersion(models.Model):
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="versions", db_index=False)
     number = models.PositiveIntegerField()
-    # The definition as the API names it (jobs.versions.definition_of): camelCase, nested target
-    # and retryPolicy, priority by name. Never state, next fire or idempotency key.
+    # The definition in the model's names (jobs.fields.definition_of): nested target and
+    # retry_policy, priority by name; the API shows it in its own (web/api/job_versions.py). Never
+    # state, next fire or idempotency key.
     definition = models.JSONField()
-    # [{"field": "schedule", "from": "0 * * * *", "to": "*/5 * * * *"}, …] against number - 1.
+    # [{"field": "schedule", "from": "0 * * * *", "to": "*/5 * * * *"}, …] against number - 1; a
+    # group's field by its dotted path ("retry_policy.max_attempts").
     changes = models.JSONField(default=list, blank=True)
     # Who made the change, as the request knew it: "token deploy (tw_ab12cd) of acme", "user ada",
     # "dashboard ada", "migration".

@@ -1,5 +1,9 @@
 """Versions of a job's definition: what a job is asked to do, kept each time it changes.
 
+A definition is the job's fields that jobs/fields.py's table says its type and kind hold, in the
+model's names (`retry_policy.max_attempts`); the API shows them in its own (web/api/job_versions.py).
+Versions stored before that were in the API's names: migration 0011 renamed them.
+
 Copy on write: a job's versions are stored from its first change on. Until then its version 1 is
 its own row, the definition it was created with (by `created_by`, at `created_at`: `version_one`);
 most jobs never change, and a bulk submission of a thousand then writes a thousand jobs, not a
@@ -20,71 +24,19 @@ INSERT, never write a duplicate number.
 """
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.db.models import OuterRef, QuerySet, Subquery
 
-from jobs.models import Job, JobType, JobVersion, Priority
+from jobs.fields import GROUPS, definition_of
+from jobs.models import Job, JobVersion
 from jobs.rows import new_row
 
-# The parts of a definition that are objects of their own: a diff names their fields one by one
-# ("retryPolicy.maxAttempts"). A payload is the handler's input and is compared whole.
-_NESTED = ("target", "retryPolicy")
-# Which timing fields a job of each type has; the others are not part of its definition (a
-# DELAYED job's runAt is computed from its delay when it is created or its delay changes).
-_TIMING: dict[str, tuple[str, ...]] = {
-    JobType.ONCE: ("runAt",),
-    JobType.DELAYED: ("delaySec",),
-    JobType.CRON: ("schedule", "timezone"),
-    JobType.INTERVAL: ("everySec", "startAt"),
-    JobType.EVENT: (),
-}
-
-
-def _instant(value: datetime | None) -> str | None:
-    # As the API writes a time: ISO 8601 in UTC, ending in Z.
-    return None if value is None else value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def definition_of(job: Job) -> dict[str, Any]:
-    """The job's definition as the API names its fields: what a PUT may change, plus its type.
-    Not its state, next fire, timestamps or idempotency key: those are not what it was asked to do."""
-    timing = {
-        "runAt": _instant(job.run_at),
-        "delaySec": job.delay_sec,
-        "schedule": job.schedule,
-        "timezone": job.timezone,
-        "everySec": job.every_sec,
-        "startAt": _instant(job.start_at),
-    }
-    # A workflow job's steps carry its targets and payloads; an EVENT job's event is its timing.
-    what: dict[str, Any] = (
-        {"workflow": job.workflow} if job.workflow else {"target": {"pool": job.pool, "handler": job.handler}}
-    )
-    if not job.workflow:
-        what["payload"] = job.payload
-    if job.type == JobType.EVENT:
-        what.update(on=job.event_name, filter=job.event_filter)
-    return {
-        "name": job.name,
-        "type": job.type,
-        **{name: timing[name] for name in _TIMING[job.type]},
-        # A CRON job's earliest fire, when it has one (most have none, and their versions never said).
-        **({"startAt": timing["startAt"]} if job.type == JobType.CRON and job.start_at else {}),
-        **what,
-        "retryPolicy": {
-            "maxAttempts": job.max_attempts,
-            "backoff": job.backoff,
-            "initialDelayMs": job.initial_delay_ms,
-            "maxDelayMs": job.max_delay_ms,
-            "jitter": job.jitter,
-        },
-        "timeoutSec": job.timeout_sec,
-        "priority": Priority(job.priority).label,
-        "misfirePolicy": job.misfire_policy,
-        "concurrencyPolicy": job.concurrency_policy,
-    }
+# The parts of a definition that are objects of their own (jobs/fields.py's groups): a diff names
+# their fields one by one ("retry_policy.max_attempts"). A payload is the handler's input and is
+# compared whole.
+_NESTED = tuple(GROUPS)
 
 
 def _leaves(definition: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,18 @@ from typing import Any
 MAX_STEPS = 100
 
 Step = Mapping[str, Any]
+# What a step may set of its own (jobs/fields.py: the fields marked `step`, and their groups), by
+# the name the step document gives it: a document kept as the API writes it, whose names the
+# store's statements and a run's steps read too.
+STEP_NAMES: dict[str, str] = {
+    "timeout_sec": "timeoutSec",
+    "retry_policy": "retryPolicy",
+    "max_attempts": "maxAttempts",
+    "backoff": "backoff",
+    "initial_delay_ms": "initialDelayMs",
+    "max_delay_ms": "maxDelayMs",
+    "jitter": "jitter",
+}
 
 
 def names(steps: Sequence[Step]) -> list[str]:

@@ -22,10 +22,10 @@ from web.api.jobs import (
     JobPauseApi,
     JobResumeApi,
     JobTriggerApi,
-    SchedulePreviewApi,
 )
 from web.api.pools import PoolListApi, PoolPauseApi, PoolResumeApi
 from web.api.runs import JobRunsApi, RunCancelApi, RunDetailApi
+from web.api.schedule_preview import SchedulePreviewApi
 from web.metrics import metrics_view
 
 api = [

@@ -19,6 +19,7 @@ from executions import steps, transitions
 from executions.models import Execution, Origin, Run
 from executions.states import TERMINAL, ExecutionState, InvalidTransition
 from jobs import misfire, recurrence, workflow
+from jobs.fields import FIELDS, group_of
 from jobs.models import ConcurrencyPolicy, Job, MisfirePolicy
 from scheduling.execution_changes import execution_cancel
 from store import Moved
@@ -35,25 +36,23 @@ class Fired:
 
 
 def run_steps(job: Job) -> list[dict[str, Any]]:
-    """The job's workflow steps as a run keeps them: each with its timeout and retry policy made
-    explicit (the job's where the step names none), so that a later change of the job changes no
-    run already made."""
+    """The job's workflow steps as a run keeps them: each with what a step may set of its own
+    (jobs/fields.py: its timeout, its retry policy) made explicit, the job's where the step says
+    nothing, so that a later change of the job changes no run already made."""
     assert job.workflow is not None
-    policy = {
-        "maxAttempts": job.max_attempts,
-        "backoff": job.backoff,
-        "initialDelayMs": job.initial_delay_ms,
-        "maxDelayMs": job.max_delay_ms,
-        "jitter": job.jitter,
-    }
-    return [
-        {
-            **step,
-            "timeoutSec": step.get("timeoutSec") or job.timeout_sec,
-            "retryPolicy": {**policy, **(step.get("retryPolicy") or {})},
-        }
-        for step in job.workflow["steps"]
-    ]
+    own = [field for field in FIELDS if field.step and not field.group]
+    groups = list(dict.fromkeys(field.group for field in FIELDS if field.step and field.group))
+    called = workflow.STEP_NAMES  # a step document's name of each
+    made = []
+    for step in job.workflow["steps"]:
+        kept = dict(step)
+        for field in own:
+            kept[called[field.name]] = step.get(called[field.name]) or getattr(job, field.name)
+        for group in groups:
+            of_job = {called[name]: value for name, value in group_of(job, group).items()}
+            kept[called[group]] = {**of_job, **(step.get(called[group]) or {})}
+        made.append(kept)
+    return made
 
 
 def fire(

@@ -9,36 +9,26 @@ from typing import Any
 
 from django.http import QueryDict
 
+from jobs.fields import FIELDS, GROUPS, JobField
 from jobs.models import RECURRING_TYPES, Job, JobType, Priority
 from web import json_input
-from web.api.job_serializers import JobInputSerializer, JobUpdateSerializer
+from web.api.job_api_names import API_NAME
+from web.api.job_serializers import TIMING_FIELD_OF, JobInputSerializer, JobUpdateSerializer
 from web.handler_catalog import handler_catalog
 
-# The form's fields, in the API's names where it has a flat one.
-TIMING_FIELD: dict[str, str] = {
-    JobType.ONCE: "runAt",
-    JobType.DELAYED: "delaySec",
-    JobType.CRON: "schedule",
-    JobType.INTERVAL: "everySec",
-}
-RETRY_FIELDS = ("maxAttempts", "backoff", "initialDelayMs", "maxDelayMs")
-SIMPLE_FIELDS = ("timeoutSec", "priority", "misfirePolicy", "concurrencyPolicy")
-FORM_FIELDS = (
-    "name",
-    "type",
-    "runAt",
-    "delaySec",
-    "schedule",
-    "timezone",
-    "everySec",
-    "startAt",
-    "handler",
-    "pool",
-    "payload",
-    *RETRY_FIELDS,
-    "jitter",
-    *SIMPLE_FIELDS,
-    "tenant",
+# The form makes and changes plain jobs: a workflow's steps and an EVENT job's event are the API's.
+NOT_ON_FORM = {"workflow", "event_name", "event_filter"}
+# The form's fields: the job's table (jobs/fields.py) in the API's flat names (a group's fields
+# are its leaves: handler, maxAttempts), and the tenant to create in.
+ON_FORM = tuple(field for field in FIELDS if field.name not in NOT_ON_FORM)
+FORM_FIELDS = (*(API_NAME[field.name] for field in ON_FORM), "tenant")
+TIMING_FIELD: dict[str, str] = {kind: name for kind, name in TIMING_FIELD_OF.items() if kind != JobType.EVENT}
+RETRY_FIELDS = tuple(API_NAME[field.name] for field in GROUPS["retry_policy"] if field.kind != "boolean")
+# Fields sent as typed: those of every job that are not its name, type, timing or a document.
+SIMPLE_FIELDS = tuple(
+    API_NAME[field.name]
+    for field in ON_FORM
+    if not field.group and field.held is None and field.kind != "json" and field.name not in ("name", "type")
 )
 
 
@@ -92,55 +82,28 @@ def _utc_iso(value) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else ""
 
 
+def _as_text(field: JobField, job: Job) -> str:
+    """A field of `job` as the form's text."""
+    value = getattr(job, field.name)
+    if field.kind == "instant":
+        # A time its type does not hold is computed (a DELAYED job's runAt), not asked for.
+        return _utc_iso(value) if field.held is None or field.held(job) else ""
+    if field.kind == "json":
+        return json.dumps(value, indent=2, sort_keys=True)
+    if field.kind == "boolean":
+        return "true" if value else "false"
+    if field.kind == "priority":
+        return Priority(value).label
+    return "" if value is None else str(value)
+
+
 def initial_values(job: Job | None = None, *, tenant_slug: str = "") -> dict[str, str]:
-    """The form's fields as text: a new job's defaults, or an existing job's definition."""
+    """The form's fields as text: a new job's defaults (the model's, for a ONCE job of the `noop`
+    handler due now), or an existing job's definition."""
     if job is None:
-        return {
-            "name": "",
-            "type": JobType.ONCE,
-            "runAt": "",
-            "delaySec": "0",
-            "schedule": "",
-            "everySec": "",
-            "startAt": "",
-            "timezone": "UTC",
-            "handler": "noop",
-            "pool": "",
-            "payload": "{}",
-            "maxAttempts": "3",
-            "backoff": "EXPONENTIAL",
-            "initialDelayMs": "1000",
-            "maxDelayMs": "60000",
-            "jitter": "true",
-            "timeoutSec": "3600",
-            "priority": "NORMAL",
-            "misfirePolicy": "RUN_ONCE",
-            "concurrencyPolicy": "ALLOW",
-            "tenant": tenant_slug,
-        }
-    return {
-        "name": job.name,
-        "type": job.type,
-        "runAt": _utc_iso(job.run_at) if job.type == JobType.ONCE else "",
-        "delaySec": "" if job.delay_sec is None else str(job.delay_sec),
-        "schedule": job.schedule,
-        "timezone": job.timezone,
-        "everySec": "" if job.every_sec is None else str(job.every_sec),
-        "startAt": _utc_iso(job.start_at),
-        "handler": job.handler,
-        "pool": job.pool,
-        "payload": json.dumps(job.payload, indent=2, sort_keys=True),
-        "maxAttempts": str(job.max_attempts),
-        "backoff": job.backoff,
-        "initialDelayMs": str(job.initial_delay_ms),
-        "maxDelayMs": str(job.max_delay_ms),
-        "jitter": "true" if job.jitter else "false",
-        "timeoutSec": str(job.timeout_sec),
-        "priority": Priority(job.priority).label,
-        "misfirePolicy": job.misfire_policy,
-        "concurrencyPolicy": job.concurrency_policy,
-        "tenant": job.tenant.slug,
-    }
+        shown = Job(type=JobType.ONCE, handler="noop", delay_sec=0)
+        return {**{API_NAME[field.name]: _as_text(field, shown) for field in ON_FORM}, "tenant": tenant_slug}
+    return {**{API_NAME[field.name]: _as_text(field, job) for field in ON_FORM}, "tenant": job.tenant.slug}
 
 
 def _posted(post: QueryDict) -> dict[str, str]:

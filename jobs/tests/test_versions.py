@@ -17,6 +17,7 @@ from scheduling.job_changes import job_update
 from tenants.services import tenant_create
 
 NOW = datetime(2031, 3, 14, 9, 0, tzinfo=UTC)
+RENAME = importlib.import_module("jobs.migrations.0011_version_definitions_in_model_names")
 
 
 def _unsaved_jobs(tenant, count: int) -> list[Job]:
@@ -37,14 +38,14 @@ def _unsaved_jobs(tenant, count: int) -> list[Job]:
 
 
 def test_changes_name_nested_fields_by_a_dotted_name_and_a_payload_whole():
-    old = {"name": "a", "target": {"pool": "p", "handler": "h"}, "payload": {"x": 1, "y": 2}, "runAt": "T"}
-    new = {"name": "a", "target": {"pool": "q", "handler": "h"}, "payload": {"x": 1, "y": 3}, "delaySec": 5}
+    old = {"name": "a", "target": {"pool": "p", "handler": "h"}, "payload": {"x": 1, "y": 2}, "run_at": "T"}
+    new = {"name": "a", "target": {"pool": "q", "handler": "h"}, "payload": {"x": 1, "y": 3}, "delay_sec": 5}
 
     assert changes_between(old, new) == [
         {"field": "target.pool", "from": "p", "to": "q"},
         {"field": "payload", "from": {"x": 1, "y": 2}, "to": {"x": 1, "y": 3}},
-        {"field": "delaySec", "from": None, "to": 5},
-        {"field": "runAt", "from": "T", "to": None},
+        {"field": "delay_sec", "from": None, "to": 5},
+        {"field": "run_at", "from": "T", "to": None},
     ]
     assert changes_between(new, new) == []
 
@@ -56,12 +57,12 @@ def test_the_definition_has_the_timing_fields_of_the_jobs_type_only(make_job):
     delayed = make_job(tenant, type="DELAYED", delay_sec=60)
     cron = make_job(tenant, type="CRON", schedule="*/5 * * * *", timezone="Europe/Paris")
 
-    assert definition_of(once)["runAt"] == "2031-03-14T10:00:00.000005Z"
-    assert {"delaySec", "schedule", "timezone"}.isdisjoint(definition_of(once))
-    assert definition_of(delayed)["delaySec"] == 60
-    assert {"runAt", "schedule", "timezone"}.isdisjoint(definition_of(delayed))
+    assert definition_of(once)["run_at"] == "2031-03-14T10:00:00.000005Z"
+    assert {"delay_sec", "schedule", "timezone"}.isdisjoint(definition_of(once))
+    assert definition_of(delayed)["delay_sec"] == 60
+    assert {"run_at", "schedule", "timezone"}.isdisjoint(definition_of(delayed))
     assert (definition_of(cron)["schedule"], definition_of(cron)["timezone"]) == ("*/5 * * * *", "Europe/Paris")
-    assert {"runAt", "delaySec"}.isdisjoint(definition_of(cron))
+    assert {"run_at", "delay_sec"}.isdisjoint(definition_of(cron))
 
 
 @pytest.mark.django_db
@@ -88,7 +89,7 @@ def test_recording_1000_jobs_costs_a_constant_number_of_statements():
     assert JobVersion.objects.filter(number=1, changes=[], actor="bulk").count() == 1010
     assert JobVersion.objects.filter(number=2, actor="editor").count() == 1010
     assert JobVersion.objects.get(job=many[7], number=1).definition["payload"] == {"i": 7}
-    assert JobVersion.objects.get(job=many[7], number=1).definition["timeoutSec"] == 3600
+    assert JobVersion.objects.get(job=many[7], number=1).definition["timeout_sec"] == 3600
 
 
 @pytest.mark.django_db
@@ -106,7 +107,7 @@ def test_recording_writes_the_next_number_only_for_jobs_whose_definition_changed
 
     assert len(queries) <= 3
     assert JobVersion.objects.filter(number=1).count() == JobVersion.objects.filter(number=2).count() == 100
-    assert JobVersion.objects.get(job=jobs[0], number=2).changes == [{"field": "timeoutSec", "from": 3600, "to": 60}]
+    assert JobVersion.objects.get(job=jobs[0], number=2).changes == [{"field": "timeout_sec", "from": 3600, "to": 60}]
     assert not JobVersion.objects.filter(job=jobs[150]).exists()
     [unchanged] = version_list(job=jobs[150])
     assert (unchanged.number, unchanged.actor, unchanged.definition) == (1, "bulk", definition_of(jobs[150]))
@@ -174,4 +175,51 @@ def test_the_data_migration_gives_every_job_without_versions_its_version_1(make_
     for job in jobs[1:]:
         version = JobVersion.objects.get(job=job)
         assert (version.number, version.changes, version.actor) == (1, [], "migration")
-        assert version.definition == definition_of(job)
+        # In the API's names, as versions were kept then: migration 0011 renames them.
+        assert RENAME.renamed_definition(version.definition, RENAME.TO_MODEL) == definition_of(job)
+
+
+@pytest.mark.django_db
+def test_versions_stored_in_the_apis_names_are_renamed_to_the_models_and_back(make_job):
+    """Migration 0011: a definition and its changes kept in the API's names (camelCase) are in the
+    model's after it, which is what versions_record compares a job with (no spurious version
+    follows), and in the API's again when it is reversed. Documents (a payload) keep their keys."""
+    job = make_job(tenant_create(slug="acme"), type="CRON", payload={"maxAttempts": 1})
+    old = {
+        "name": job.name,
+        "type": "CRON",
+        "schedule": job.schedule,
+        "timezone": job.timezone,
+        "target": {"pool": job.pool, "handler": job.handler},
+        "payload": {"maxAttempts": 1},
+        "retryPolicy": {
+            "maxAttempts": 3,
+            "backoff": "EXPONENTIAL",
+            "initialDelayMs": 1000,
+            "maxDelayMs": 60000,
+            "jitter": True,
+        },
+        "timeoutSec": 3600,
+        "priority": "NORMAL",
+        "misfirePolicy": "RUN_ONCE",
+        "concurrencyPolicy": "ALLOW",
+    }
+    changes = [{"field": "retryPolicy.maxAttempts", "from": 2, "to": 3}, {"field": "timeoutSec", "from": 1, "to": 3600}]
+    JobVersion.objects.create(job=job, number=1, definition=old, changes=[], actor="", created_at=NOW)
+    JobVersion.objects.create(job=job, number=2, definition=old, changes=changes, actor="", created_at=NOW)
+
+    RENAME.to_model_names(apps, None)
+
+    latest = JobVersion.objects.get(job=job, number=2)
+    assert latest.definition == definition_of(job)
+    assert latest.changes == [
+        {"field": "retry_policy.max_attempts", "from": 2, "to": 3},
+        {"field": "timeout_sec", "from": 1, "to": 3600},
+    ]
+    versions_record(jobs=[job], actor="a", now=NOW, before={})
+    assert JobVersion.objects.filter(job=job).count() == 2  # the same definition: no version 3
+
+    RENAME.to_api_names(apps, None)
+
+    assert JobVersion.objects.get(job=job, number=2).definition == old
+    assert JobVersion.objects.get(job=job, number=2).changes == changes

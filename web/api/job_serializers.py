@@ -1,6 +1,7 @@
 """The job's public shape (camelCase, as the API contract writes it) and its validation."""
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from django.utils import timezone as django_timezone
@@ -8,6 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs import cron, registry
+from jobs.fields import FIELDS, group_of
 from jobs.models import RECURRING_TYPES, Backoff, ConcurrencyPolicy, Job, JobType, MisfirePolicy, Priority
 from jobs.payloads import StrictSerializer
 from jobs.states import JobState
@@ -15,6 +17,7 @@ from readmodels.runs import RUN_STATES
 from scheduling.job_creation import MAX_BULK_JOBS
 from web.api.event_serializers import EventNameField
 from web.api.execution_serializers import ExecutionSerializer
+from web.api.job_api_names import API_NAME
 from web.api.job_fields import (
     AwareDateTimeField,
     ChoiceField,
@@ -120,13 +123,7 @@ class JobInputSerializer(StrictSerializer):
         if "timezone" in attrs and kind != JobType.CRON and attrs["timezone"] != "UTC":
             raise serializers.ValidationError({"timezone": [f"is only used by CRON jobs, not {kind}"]})
         if "retryPolicy" in attrs and job is not None:
-            current = {
-                "maxAttempts": job.max_attempts,
-                "backoff": job.backoff,
-                "initialDelayMs": job.initial_delay_ms,
-                "maxDelayMs": job.max_delay_ms,
-                "jitter": job.jitter,
-            }
+            current = {API_NAME[name]: value for name, value in group_of(job, "retry_policy").items()}
             policy = attrs["retryPolicy"] = {**current, **attrs["retryPolicy"]}
             if policy["maxDelayMs"] < policy["initialDelayMs"]:
                 raise serializers.ValidationError(
@@ -181,46 +178,27 @@ class JobInputSerializer(StrictSerializer):
 
     @staticmethod
     def model_fields_of(data: Any) -> dict[str, Any]:
-        """`data`, as validated by this serializer, in the model's terms."""
+        """`data`, as validated by this serializer, in the model's terms: each field of the job's
+        table (jobs/fields.py) under its API name (web/api/job_api_names.py), a group's from its
+        object."""
         fields: dict[str, Any] = {}
-        simple = {
-            "name": "name",
-            "type": "type",
-            "runAt": "run_at",
-            "delaySec": "delay_sec",
-            "schedule": "schedule",
-            "timezone": "timezone",
-            "everySec": "every_sec",
-            "startAt": "start_at",
-            "payload": "payload",
-            "timeoutSec": "timeout_sec",
-            "misfirePolicy": "misfire_policy",
-            "concurrencyPolicy": "concurrency_policy",
-        }
-        for api_name, field in simple.items():
-            if api_name in data:
-                fields[field] = data[api_name]
-        if "priority" in data:
-            fields["priority"] = Priority[data["priority"]].value
-        if "target" in data:
-            fields["pool"] = data["target"]["pool"]
-            fields["handler"] = data["target"]["handler"]
-        if "workflow" in data:
-            fields.update(workflow=WorkflowSerializer.stored(data["workflow"]), pool="", handler="")
-        if "on" in data:
-            fields["event_name"] = data["on"]
-        if "filter" in data:
-            fields["event_filter"] = data["filter"] or None
-        if "retryPolicy" in data:
-            policy = data["retryPolicy"]
-            fields.update(
-                max_attempts=policy["maxAttempts"],
-                backoff=policy["backoff"],
-                initial_delay_ms=policy["initialDelayMs"],
-                max_delay_ms=policy["maxDelayMs"],
-                jitter=policy["jitter"],
-            )
+        for field in FIELDS:
+            name = API_NAME[field.group or field.name]
+            if name not in data:
+                continue
+            value = data[name][API_NAME[field.name]] if field.group else data[name]
+            fields[field.name] = _TO_MODEL[field.name](value) if field.name in _TO_MODEL else value
+        if "workflow" in data:  # a workflow's steps name their targets: the job has none
+            fields.update(pool="", handler="")
         return fields
+
+
+# Where a field's model value is not the one validated.
+_TO_MODEL: dict[str, Callable[[Any], Any]] = {
+    "priority": lambda name: Priority[name].value,
+    "workflow": WorkflowSerializer.stored,
+    "event_filter": lambda value: value or None,
+}
 
 
 class JobUpdateSerializer(JobInputSerializer):
@@ -401,21 +379,3 @@ def bulk_items(data: Any) -> list:
             {"jobs": [f"holds {len(items)} jobs; a bulk request may hold at most {MAX_BULK_JOBS}"]}
         )
     return items
-
-
-class FireTimeSerializer(serializers.Serializer):
-    utc = serializers.CharField(help_text="ISO 8601 in UTC, ending in Z.")
-    local = serializers.CharField(help_text="ISO 8601 in the schedule's timezone, with its offset.")
-
-
-class SchedulePreviewSerializer(serializers.Serializer):
-    schedule = serializers.CharField(allow_blank=True, help_text='The cron expression; "" for an interval.')
-    everySec = serializers.IntegerField(required=False, help_text="Given for an interval: its period.")
-    startAt = serializers.DateTimeField(required=False, help_text="Given for an interval: its anchor.")
-    resolvedSchedule = serializers.CharField(
-        required=False,
-        help_text="Given with `seed`: the schedule as a plain cron expression, its `H` values resolved with "
-        "the seed (the same as `schedule` when it has none).",
-    )
-    timezone = serializers.CharField()
-    fireTimes = FireTimeSerializer(many=True)

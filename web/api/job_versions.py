@@ -19,6 +19,7 @@ from jobs.selectors import job_get, job_locked
 from jobs.versions import version_get, version_latest, version_one, versions_stored
 from scheduling.job_changes import job_update
 from tenants.selectors import scope_of
+from web.api.job_api_names import api_definition, api_path
 from web.api.job_fields import PayloadField, StoredChoiceField
 from web.api.job_serializers import JobOutputSerializer, JobUpdateSerializer
 from web.api.workflow_serializers import EventFilterField, WorkflowField
@@ -40,7 +41,7 @@ def job_version_restore(*, job: Job, version: JobVersion, actor: str, now) -> Jo
     transaction, so a concurrent update cannot slip in between the comparison and the write.
     """
     job = job_locked(job_id=job.pk)
-    data = {name: value for name, value in version.definition.items() if name != "type"}
+    data = {name: value for name, value in api_definition(version.definition).items() if name != "type"}
     serializer = JobUpdateSerializer(job, data=data, partial=True)
     serializer.is_valid(raise_exception=True)
     fields = serializer.to_model_fields()
@@ -74,7 +75,8 @@ class _DefinitionFilter(EventFilterField):
 class VersionDefinitionSerializer(serializers.Serializer):
     """A job's definition as a version keeps it: the fields a PUT may change, with the API's
     names, plus `type`. The timing fields are those of the type: `runAt` (ONCE), `delaySec`
-    (DELAYED), `schedule` and `timezone` (CRON), `on` and `filter` (EVENT). A workflow job has
+    (DELAYED), `schedule` and `timezone` (CRON, with `startAt` when it has one), `everySec` and
+    `startAt` (INTERVAL), `on` and `filter` (EVENT). A workflow job has
     `workflow` instead of `target` and `payload`."""
 
     name = serializers.CharField()
@@ -83,6 +85,8 @@ class VersionDefinitionSerializer(serializers.Serializer):
     delaySec = serializers.IntegerField(required=False)
     schedule = serializers.CharField(required=False)
     timezone = serializers.CharField(required=False)
+    everySec = serializers.IntegerField(required=False)
+    startAt = serializers.DateTimeField(required=False)
     target = VersionTargetSerializer(required=False)
     payload = PayloadField(required=False)
     workflow = WorkflowField(required=False)
@@ -93,6 +97,10 @@ class VersionDefinitionSerializer(serializers.Serializer):
     priority = StoredChoiceField(Priority.names)
     misfirePolicy = StoredChoiceField(MisfirePolicy.values)
     concurrencyPolicy = StoredChoiceField(ConcurrencyPolicy.values)
+
+    def to_representation(self, instance):
+        # A version keeps its definition in the model's names (jobs.versions).
+        return super().to_representation(api_definition(instance))
 
 
 @extend_schema_field(OpenApiTypes.ANY)
@@ -111,6 +119,10 @@ class VersionChangeSerializer(serializers.Serializer):
 
     def get_fields(self):
         return {("from" if name == "from_" else name): field for name, field in super().get_fields().items()}
+
+    def to_representation(self, instance):
+        # A version names a changed field in the model's terms (jobs.versions).
+        return super().to_representation({**instance, "field": api_path(instance["field"])})
 
 
 class JobVersionSerializer(serializers.Serializer):

@@ -1,0 +1,128 @@
+"""The job's fields, declared once: what each is, whose definition holds it, whether its versions
+keep it, whether a workflow step may set its own. In the model's names (snake_case): the API's
+names for them are the web's business (web/api/job_api_names.py), and so is each field's
+serializer; this table is what those, the versions and their diff (jobs/versions.py), a run's
+steps (scheduling/runs.py) and the dashboard's form all read.
+
+Adding a field to a job: docs/architecture.md, "Where to add things". jobs/tests/test_fields.py
+holds every model field of Job to this table or to INTERNAL.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from jobs.models import Job, JobType, Priority
+
+
+def _instant(value: datetime | None) -> str | None:
+    # As the API writes a time: ISO 8601 in UTC, ending in Z.
+    return None if value is None else value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _is_workflow(job: Job) -> bool:
+    return bool(job.workflow)
+
+
+def _has_target(job: Job) -> bool:
+    return not job.workflow
+
+
+def _timing_of(*types: str) -> Callable[[Job], bool]:
+    return lambda job: job.type in types
+
+
+@dataclass(frozen=True)
+class JobField:
+    """One field of a job's definition (what it was asked to do)."""
+
+    name: str  # the model's attribute
+    kind: str  # text, integer, instant, choice, priority, boolean, json: how it is written and read
+    # The part of the definition that holds it, when it is one of a group ("target", "retry_policy").
+    group: str = ""
+    # Whether a job's definition holds it: by the job's type or kind (None: every job's).
+    held: Callable[[Job], bool] | None = None
+    # A workflow step may set its own, which overrides the job's in a run (scheduling/runs.py).
+    step: bool = False
+
+    # The value as a definition keeps it (JSON): a time as the API writes one, a priority by name.
+    def stored(self, value: Any) -> Any:
+        if self.kind == "instant":
+            return _instant(value)
+        if self.kind == "priority":
+            return Priority(value).label
+        return value
+
+
+FIELDS: tuple[JobField, ...] = (
+    JobField("name", "text"),
+    JobField("type", "choice"),
+    JobField("run_at", "instant", held=_timing_of(JobType.ONCE)),
+    JobField("delay_sec", "integer", held=_timing_of(JobType.DELAYED)),
+    JobField("schedule", "text", held=_timing_of(JobType.CRON)),
+    JobField("timezone", "text", held=_timing_of(JobType.CRON)),
+    JobField("every_sec", "integer", held=_timing_of(JobType.INTERVAL)),
+    # A CRON job's earliest fire, when it has one (most have none, and their versions never said).
+    JobField(
+        "start_at",
+        "instant",
+        held=lambda job: job.type == JobType.INTERVAL or (job.type == JobType.CRON and job.start_at is not None),
+    ),
+    # A workflow job's steps carry its targets and payloads.
+    JobField("workflow", "json", held=_is_workflow),
+    JobField("pool", "text", group="target", held=_has_target),
+    JobField("handler", "text", group="target", held=_has_target),
+    JobField("payload", "json", held=_has_target),
+    # An EVENT job's event is its timing.
+    JobField("event_name", "text", held=_timing_of(JobType.EVENT)),
+    JobField("event_filter", "json", held=_timing_of(JobType.EVENT)),
+    JobField("max_attempts", "integer", group="retry_policy", step=True),
+    JobField("backoff", "choice", group="retry_policy", step=True),
+    JobField("initial_delay_ms", "integer", group="retry_policy", step=True),
+    JobField("max_delay_ms", "integer", group="retry_policy", step=True),
+    JobField("jitter", "boolean", group="retry_policy", step=True),
+    JobField("timeout_sec", "integer", step=True),
+    JobField("priority", "priority"),
+    JobField("misfire_policy", "choice"),
+    JobField("concurrency_policy", "choice"),
+)
+BY_NAME: dict[str, JobField] = {field.name: field for field in FIELDS}
+GROUPS: dict[str, tuple[JobField, ...]] = {
+    group: tuple(field for field in FIELDS if field.group == group) for group in ("target", "retry_policy")
+}
+# The model's fields that are not what the job was asked to do: who and when, its state and next
+# fire (written by its transitions and the dispatcher), its idempotency.
+INTERNAL = frozenset(
+    {
+        "id",
+        "tenant",
+        "state",
+        "next_fire_at",
+        "idempotency_key",
+        "request_fingerprint",
+        "created_by",
+        "created_at",
+        "updated_at",
+    }
+)
+
+
+def group_of(job: Job, group: str) -> dict[str, Any]:
+    """A group's fields of `job`, by name: its retry policy, its target."""
+    return {field.name: getattr(job, field.name) for field in GROUPS[group]}
+
+
+def definition_of(job: Job) -> dict[str, Any]:
+    """The job's definition: the fields its type and kind hold, in the table's order, a group's
+    fields as an object of their own; values as a definition keeps them (JSON)."""
+    definition: dict[str, Any] = {}
+    for field in FIELDS:
+        if field.held is not None and not field.held(job):
+            continue
+        value = field.stored(getattr(job, field.name))
+        if field.group:
+            definition.setdefault(field.group, {})[field.name] = value
+        else:
+            definition[field.name] = value
+    return definition
