@@ -3,15 +3,13 @@ of alert delivery's webhooks (alerts/delivery.py). On a floor of its own just ab
 (whose signing scheme it uses), below every package that sends, so neither the worker nor the
 alerts reach into each other for it.
 
-Tenants configure arbitrary URLs, so this is an SSRF surface: a job pointed
-at ``http://169.254.169.254/`` or ``http://10.0.0.5:6379/`` would otherwise
-let a tenant read cloud credentials or poke internal services from inside
-our network. The defence is: resolve the host once, refuse if *any* address
-is non-public, then connect to exactly the address we checked, never
-following redirects (a redirect is a second, unchecked request).
+Tenants configure arbitrary URLs, so this is an SSRF surface: a job pointed at
+``http://169.254.169.254/`` or ``http://10.0.0.5:6379/`` would otherwise let a tenant read cloud
+credentials or poke internal services from inside our network. The defence is: resolve the host
+once, refuse if *any* address is non-public, then connect to exactly the address we checked,
+never following redirects (a redirect is a second, unchecked request).
 
-Pure Python (no Django) so it can be tested against a local server and
-reused outside the worker.
+Pure Python (no Django) so it can be tested against a local server and reused outside the worker.
 """
 
 from __future__ import annotations
@@ -47,23 +45,22 @@ __all__ = [
 ]
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-# Results are stored on the execution row; an unbounded body would let one
-# chatty endpoint bloat the database (and the worker's memory).
+# Results are stored on the execution row; an unbounded body would let one chatty endpoint bloat
+# the database (and the worker's memory).
 MAX_RESPONSE_BYTES = 64 * 1024
 ERROR_BODY_CHARS = 500
 
-# Everything else (CONNECT, TRACE, made-up verbs) has no business being sent
-# to a webhook and mostly serves to probe proxies.
+# Everything else (CONNECT, TRACE, made-up verbs) has no business being sent to a webhook and
+# mostly serves to probe proxies.
 ALLOWED_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-# RFC 6052 well-known NAT64 prefix: a NAT64 gateway forwards 64:ff9b::a.b.c.d
-# to IPv4 a.b.c.d, so the embedded address is what is really reached.
+# RFC 6052 well-known NAT64 prefix: a NAT64 gateway forwards 64:ff9b::a.b.c.d to IPv4 a.b.c.d,
+# so the embedded address is what is really reached.
 _NAT64_PREFIX = ipaddress.IPv6Network("64:ff9b::/96")
 _READ_CHUNK = 8192
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-# Same shape as socket.getaddrinfo so tests (and callers with their own DNS
-# policy) can substitute it.
+# Same shape as socket.getaddrinfo so tests (and callers with their own DNS policy) can substitute it.
 Resolver = Callable[..., Sequence[tuple[Any, ...]]]
 
 
@@ -111,14 +108,14 @@ def perform_request(
                 raise HttpCallError(f"refused: {ip} is {reason}{via}")
 
     payload, content_type = _encode_body(body)
-    # str(): header maps come from tenant JSON, where {"X-Retry": 3} is easy
-    # to write and requests would reject the int at send time.
+    # str(): header maps come from tenant JSON, where {"X-Retry": 3} is easy to write and requests
+    # would reject the int at send time.
     merged: CaseInsensitiveDict[str] = CaseInsensitiveDict({str(k): str(v) for k, v in (headers or {}).items()})
     if content_type is not None:
         # setdefault: a tenant sending e.g. application/vnd.api+json keeps it.
         merged.setdefault("Content-Type", content_type)
-    # Ours win over tenant-supplied values: receivers rely on them for
-    # de-duplication and authenticity, so they must not be spoofable.
+    # Ours win over tenant-supplied values: receivers rely on them for de-duplication and
+    # authenticity, so they must not be spoofable.
     merged[IDEMPOTENCY_HEADER] = str(idempotency_key)
     merged[SIGNATURE_HEADER] = sign_with(secrets, int(time.time()), payload)
     # We connect to an IP literal, so requests would otherwise send the IP.
@@ -193,8 +190,8 @@ def _parse_url(url: str) -> tuple[SplitResult, str, int]:
 def _ascii_host(hostname: str) -> str:
     if hostname.isascii():
         return hostname
-    # Same IDNA 2008 / UTS46 encoding requests applies, so the Host header,
-    # SNI and certificate check all see the name the tenant meant.
+    # Same IDNA 2008 / UTS46 encoding requests applies, so the Host header, SNI and certificate
+    # check all see the name the tenant meant.
     return idna.encode(hostname, uts46=True).decode("ascii")
 
 
@@ -454,8 +451,7 @@ def _decode(raw: bytes, charset: str | None, *, final: bool) -> str:
         decoder = codecs.getincrementaldecoder(charset or "utf-8")(errors="replace")
     except LookupError:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    # final=False after truncation drops a multi-byte character cut in half
-    # instead of rendering it as U+FFFD.
+    # final=False after truncation drops a multi-byte character cut in half instead of rendering it as U+FFFD.
     return decoder.decode(raw, final=final)
 
 
@@ -470,8 +466,8 @@ def _translate(exc: Exception, method: str, shown_url: str, timeout: float) -> H
 
 
 def _is_timeout(exc: BaseException) -> bool:
-    # Timeouts arrive wrapped in several layers (requests -> MaxRetryError ->
-    # urllib3 timeout -> socket.timeout), so look at the whole chain.
+    # Timeouts arrive wrapped in several layers (requests -> MaxRetryError -> urllib3 timeout ->
+    # socket.timeout), so look at the whole chain.
     for err in _chain(exc):
         if isinstance(err, requests.Timeout | ReadTimeoutError | socket.timeout):
             return True

@@ -47,7 +47,6 @@ OVER_THE_LIMIT = {
     "store/base.py": 647,  # store
     "executions/transitions.py": 566,  # store
     "worker/runner.py": 575,  # svc
-    "outbound/http_call.py": 502,  # svc
     "dashboard/selectors.py": 503,  # store
 }
 
