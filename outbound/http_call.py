@@ -1,7 +1,5 @@
-"""An outbound HTTP call: the body of the built-in ``http`` job handler (worker/handlers.py) and
-of alert delivery's webhooks (alerts/delivery.py). On a floor of its own just above `tenants`
-(whose signing scheme it uses), below every package that sends, so neither the worker nor the
-alerts reach into each other for it.
+"""An outbound HTTP call: the ``http`` job handler's (worker/handlers.py) and alert webhooks'
+(alerts/delivery.py), on a floor of its own below both, above `tenants` (its signing scheme).
 
 Tenants configure arbitrary URLs, so this is an SSRF surface: a job pointed at
 ``http://169.254.169.254/`` or ``http://10.0.0.5:6379/`` would otherwise let a tenant read cloud

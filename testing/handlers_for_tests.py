@@ -44,7 +44,7 @@ def hold_outcomes(ctx: HandlerContext):
     """Holds this process's outcome thread until `waitFor` other executions are RUNNING (at most
     `seconds`, default 2): the successes of those runs then gather and are recorded as one batch."""
     from executions.models import Execution
-    from worker.runner import OutcomeRecorder
+    from worker.outcomes import OutcomeRecorder
 
     def hold() -> None:
         deadline = time.monotonic() + float(ctx.payload.get("seconds", 2))

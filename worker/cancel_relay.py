@@ -23,7 +23,7 @@ from billiard.process import active_children
 from django.db import connection
 
 from store import store
-from worker import runner
+from worker.heartbeats import BEAT_NOW_SIGNAL, Heartbeats
 
 logger = logging.getLogger(__name__)
 
@@ -73,12 +73,12 @@ class CancelRelay(threading.Thread):
             return
         logger.info("cancel requested for a run of %s: asking it to beat now", worker_id)
         if pid == own:  # the solo and threads pools run tasks in this process
-            heartbeats = runner.Heartbeats.current()
+            heartbeats = Heartbeats.current()
             if heartbeats is not None:
                 heartbeats.beat_now()
             return
         try:
-            os.kill(pid, runner.BEAT_NOW_SIGNAL)
+            os.kill(pid, BEAT_NOW_SIGNAL)
         except ProcessLookupError:
             pass  # it ended meanwhile; its run's lease expires and the sweeper settles it
 

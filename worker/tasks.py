@@ -18,7 +18,7 @@ from celery.signals import (
 
 from background.publisher import TASK_NAME
 from telemetry import tracing
-from worker import cancel_relay, registration, runner
+from worker import cancel_relay, heartbeats, outcomes, registration, runner
 
 # How long a worker process that is ending waits for its queued outcomes to be recorded.
 OUTCOME_FLUSH_SECONDS = 30
@@ -33,8 +33,8 @@ def run_execution(execution_id: str, lease_token: int) -> None:
 @worker_process_shutdown.connect  # a prefork child that ends: max tasks, warm shutdown
 @worker_shutdown.connect  # the solo and threads pools run tasks in the main process
 def record_queued_outcomes(**kwargs) -> None:
-    if not runner.flush_outcomes(timeout=OUTCOME_FLUSH_SECONDS):
-        runner.logger.error("outcomes still queued at exit; their runs will be retried when their leases expire")
+    if not outcomes.flush_outcomes(timeout=OUTCOME_FLUSH_SECONDS):
+        outcomes.logger.error("outcomes still queued at exit; their runs will be retried when their leases expire")
 
 
 @worker_init.connect
@@ -68,7 +68,7 @@ def release_on_shutdown(**kwargs) -> None:
     processes, which are sent SIGTERM as systemd would (Kubernetes signals only the main process).
     Its slots leave the registry at once, so nothing more is admitted for them."""
     registration.stop()
-    runner.release_runs()
+    heartbeats.release_runs()
     for child in active_children():
         if child.pid is None:  # not started
             continue
@@ -86,7 +86,7 @@ def _beat_now_on_signal(**kwargs) -> None:
     filesystem broker's) replaces it in its pool processes after worker_process_init; each task
     installs it again (`_task_started`) before its run is RUNNING, the only time the relay
     signals that process."""
-    runner.install_beat_now_signal()
+    heartbeats.install_beat_now_signal()
 
 
 @worker_ready.connect
@@ -105,7 +105,7 @@ class _SigtermDuringRun:
     pool). billiard's handler raises SystemExit wherever the pool process is, which would cut a
     handler short and leave its run RUNNING until the lease expires (then FAILED_WORKER_LOST and
     a retry). While a task runs, SIGTERM instead asks its run to stop and be released
-    (runner.release_runs); when the task is over, the process's own handler takes the signal as it
+    (heartbeats.release_runs); when the task is over, the process's own handler takes the signal as it
     would have (the pool process exits; the solo worker begins its warm shutdown).
 
     Installed at a process's first task, because billiard installs its handler after Celery's
@@ -136,7 +136,7 @@ class _SigtermDuringRun:
         if self.running:
             if self.pending is None:
                 self.pending = (signum, frame)
-                runner.release_runs()
+                heartbeats.release_runs()
             return
         self._pass_on(signum, frame)
 
@@ -160,7 +160,7 @@ _sigterm = _SigtermDuringRun()
 @task_prerun.connect
 def _task_started(**kwargs) -> None:
     _sigterm.task_started()
-    runner.install_beat_now_signal()
+    heartbeats.install_beat_now_signal()
 
 
 @task_postrun.connect

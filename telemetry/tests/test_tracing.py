@@ -28,6 +28,7 @@ from testing.harness import wait_for
 from testing.steps import dispatch, start
 from web.middleware import TracingMiddleware
 from worker import runner
+from worker.heartbeats import Heartbeats
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -64,9 +65,9 @@ def spans(_memory):
 def heartbeats(monkeypatch):
     """A heartbeat thread of the test's own, closed with its connection at the end (as in
     worker/tests/test_runner.py): the test database is dropped at the end of the session."""
-    monkeypatch.setattr(runner.Heartbeats, "_current", None, raising=False)
+    monkeypatch.setattr(Heartbeats, "_current", None, raising=False)
     yield
-    thread = runner.Heartbeats.current()
+    thread = Heartbeats.current()
     if thread is not None:
         with thread.changed:
             thread.changed.notify()

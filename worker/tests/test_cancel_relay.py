@@ -9,8 +9,9 @@ import time
 from types import SimpleNamespace
 
 from testing.harness import wait_for
-from worker import cancel_relay, runner
+from worker import cancel_relay
 from worker.cancel_relay import pid_to_signal
+from worker.heartbeats import Heartbeats, _Beat, install_beat_now_signal
 
 
 def test_the_relay_signals_only_a_process_of_its_own_worker_on_its_own_host():
@@ -41,14 +42,14 @@ def test_the_relay_sends_a_pool_process_the_beat_now_signal(monkeypatch):
     assert sent == [(4242, signal.SIGUSR2)]
 
 
-def _heartbeats_with(*beats: runner._Beat) -> runner.Heartbeats:
-    heartbeats = runner.Heartbeats()  # not started: beat_now only flags and notifies
+def _heartbeats_with(*beats: _Beat) -> Heartbeats:
+    heartbeats = Heartbeats()  # not started: beat_now only flags and notifies
     heartbeats.runs.update(beats)
     return heartbeats
 
 
-def _beat(*, lease: float = 30.0, grace: float = 5.0) -> runner._Beat:
-    return runner._Beat(SimpleNamespace(execution_id="e"), 1, lease=lease, grace=grace)  # type: ignore[arg-type]
+def _beat(*, lease: float = 30.0, grace: float = 5.0) -> _Beat:
+    return _Beat(SimpleNamespace(execution_id="e"), 1, lease=lease, grace=grace)  # type: ignore[arg-type]
 
 
 def test_beat_now_makes_every_run_due_at_once_but_leaves_a_forced_stop_where_it_was():
@@ -69,7 +70,7 @@ def test_beat_now_makes_every_run_due_at_once_but_leaves_a_forced_stop_where_it_
 def test_a_beat_now_that_comes_during_a_beat_makes_another_beat_at_once(monkeypatch):
     """The beat under way may have read the row before the cancel request committed: the one
     asked for meanwhile still happens, rather than lease/3 later."""
-    heartbeats = runner.Heartbeats()
+    heartbeats = Heartbeats()
     beats, in_beat, release = [], threading.Event(), threading.Event()
 
     def fake_beat(beat):
@@ -79,7 +80,7 @@ def test_a_beat_now_that_comes_during_a_beat_makes_another_beat_at_once(monkeypa
             release.wait(5)
 
     monkeypatch.setattr(heartbeats, "_beat", fake_beat)
-    monkeypatch.setattr(runner.connection, "close", lambda: None)  # no database here
+    monkeypatch.setattr("worker.heartbeats.connection.close", lambda: None)  # no database here
     run = _beat(lease=30.0)
     run.due = time.monotonic()  # beat at once
     heartbeats.runs.add(run)
@@ -96,10 +97,10 @@ def test_a_beat_now_that_comes_during_a_beat_makes_another_beat_at_once(monkeypa
 
 def test_the_beat_now_signal_asks_this_process_s_heartbeats_to_beat(monkeypatch):
     asked = threading.Event()
-    monkeypatch.setattr(runner.Heartbeats, "current", classmethod(lambda cls: SimpleNamespace(beat_now=asked.set)))
+    monkeypatch.setattr(Heartbeats, "current", classmethod(lambda cls: SimpleNamespace(beat_now=asked.set)))
     previous = signal.getsignal(signal.SIGUSR2)
     try:
-        runner.install_beat_now_signal()
+        install_beat_now_signal()
         os.kill(os.getpid(), signal.SIGUSR2)
         assert asked.wait(2)
     finally:
@@ -112,7 +113,7 @@ def test_installing_the_handler_off_the_main_thread_does_nothing():
 
     def install():
         try:
-            runner.install_beat_now_signal()
+            install_beat_now_signal()
         except Exception as exc:  # pragma: no cover - the failure being tested for
             errors.append(exc)
 

@@ -15,7 +15,7 @@ from tenants.models import SIGNING_ROTATION_GRACE
 from tenants.services import signing_secret_rotate
 from testing.steps import claim
 from testing.webhooks import start_receiver
-from worker import runner
+from worker import outcomes, runner
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,17 +31,17 @@ def receiver(settings):
 @pytest.fixture(autouse=True)
 def _close_the_recorders_connection():
     yield
-    if runner.OutcomeRecorder.current() is not None:
+    if outcomes.OutcomeRecorder.current() is not None:
         # The recorder's thread keeps its own connection open; only that thread can close it.
-        runner.OutcomeRecorder.of_process().submit(connections.close_all)
-        assert runner.flush_outcomes(timeout=10)
+        outcomes.OutcomeRecorder.of_process().submit(connections.close_all)
+        assert outcomes.flush_outcomes(timeout=10)
 
 
 def _call(tenant, make_job, url):
     make_job(tenant, run_at=timezone.now() - timedelta(seconds=1), handler="http", payload={"url": url})
     (sent,) = claim(timezone.now())
     assert runner.run(execution_id=sent.execution_id, lease_token=sent.lease_token, defer_success=True)
-    assert runner.flush_outcomes(timeout=10)
+    assert outcomes.flush_outcomes(timeout=10)
 
 
 def _verifies(request, secret: str) -> bool:

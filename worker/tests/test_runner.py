@@ -10,6 +10,7 @@ from executions.models import Execution
 from testing.harness import wait_for
 from testing.steps import claim
 from worker import runner
+from worker.heartbeats import Heartbeats
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,9 +20,9 @@ def heartbeats(monkeypatch):
     """A heartbeat thread of the test's own: the process's may be asleep until a beat of an
     earlier test's run under the default lease. At the end it is woken to find no run, and so
     closes its connection (the test database is dropped at the end of the session)."""
-    monkeypatch.setattr(runner.Heartbeats, "_current", None, raising=False)
+    monkeypatch.setattr(Heartbeats, "_current", None, raising=False)
     yield
-    thread = runner.Heartbeats.current()
+    thread = Heartbeats.current()
     if thread is not None:
         with thread.changed:
             thread.changed.notify()

@@ -12,6 +12,7 @@ from executions.models import Execution
 from executions.states import TRANSITIONS
 from executions.states import ExecutionState as S
 from testing.steps import claim
+from worker import heartbeats as process_heartbeats
 from worker import runner
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,8 +24,8 @@ def _fresh_heartbeats():
         pytest.skip("a run on a second thread needs a database both threads see (the standalone test covers SQLite)")
     yield
     # This test process goes on: it was not really shutting down.
-    heartbeats = runner.Heartbeats.current()
-    runner._shutdown_grace = None
+    heartbeats = process_heartbeats.Heartbeats.current()
+    process_heartbeats._shutdown_grace = None
     if heartbeats is not None:
         heartbeats.shutdown_grace = None
 
@@ -56,7 +57,7 @@ def test_defect8_a_run_stopped_by_shutdown_is_released_to_pending_at_once(tenant
     sent, thread, outcome = _running(tenant, make_job, handler="sleep", payload={"seconds": 60})
     before = timezone.now()
 
-    runner.release_runs()
+    process_heartbeats.release_runs()
     thread.join(10)
 
     assert outcome == [S.PENDING]
@@ -72,7 +73,7 @@ def test_defect8_a_cancel_requested_before_the_release_wins(tenant, make_job):
     sent, thread, outcome = _running(tenant, make_job, handler="sleep", payload={"seconds": 60})
     Execution.objects.filter(pk=sent.execution_id).update(cancel_requested_at=timezone.now())
 
-    runner.release_runs()
+    process_heartbeats.release_runs()
     thread.join(10)
 
     assert outcome == [S.PENDING]  # what the runner was asked to do; the row says what it did
@@ -85,7 +86,7 @@ def test_defect8_a_delivery_once_the_process_is_shutting_down_is_not_started(ten
     the run stays QUEUED under its lease, for the sweeper to publish again, and nothing runs."""
     make_job(tenant, run_at=timezone.now() - timedelta(seconds=1), handler="sleep", payload={"seconds": 60})
     (sent,) = claim(timezone.now())
-    runner.release_runs()
+    process_heartbeats.release_runs()
 
     outcome = runner.run(execution_id=sent.execution_id, lease_token=sent.lease_token)
 

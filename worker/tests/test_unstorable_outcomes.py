@@ -15,7 +15,7 @@ import testing.handlers_for_tests  # noqa: F401  (registers test-nul-result)
 from executions import transitions
 from executions.models import Execution
 from testing.steps import claim
-from worker import runner
+from worker import outcomes, runner
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -55,11 +55,11 @@ def receiver(settings) -> Iterator[str]:
 @pytest.fixture(autouse=True)
 def _close_the_recorders_connection():
     yield
-    if runner.OutcomeRecorder.current() is not None:
+    if outcomes.OutcomeRecorder.current() is not None:
         # The recorder's thread keeps its own connection open (as it should in a worker); the
         # test database can be dropped only once it is closed, which only that thread can do.
-        runner.OutcomeRecorder.of_process().submit(connections.close_all)
-        assert runner.flush_outcomes(timeout=10)
+        outcomes.OutcomeRecorder.of_process().submit(connections.close_all)
+        assert outcomes.flush_outcomes(timeout=10)
 
 
 def _running_soon(tenant, make_job, **job):
@@ -70,7 +70,7 @@ def _running_soon(tenant, make_job, **job):
 
 def _run(sent) -> str | None:
     outcome = runner.run(execution_id=sent.execution_id, lease_token=sent.lease_token, defer_success=True)
-    assert runner.flush_outcomes(timeout=10)
+    assert outcomes.flush_outcomes(timeout=10)
     return outcome
 
 
@@ -112,14 +112,14 @@ def test_defect1_a_batch_that_still_fails_costs_no_other_run_its_outcome(tenant,
     monkeypatch.setattr(transitions, "storable_json", lambda value: value)
     poison = _running_soon(tenant, make_job, handler="test-nul-result")
     good = [_running_soon(other_tenant, make_job, payload={"n": n}) for n in range(2)]
-    recorder = runner.OutcomeRecorder.of_process()
+    recorder = outcomes.OutcomeRecorder.of_process()
     gate = threading.Event()
     recorder.submit(gate.wait)  # the three successes gather into one batch meanwhile
     for sent in (good[0], poison, good[1]):
         assert runner.run(execution_id=sent.execution_id, lease_token=sent.lease_token, defer_success=True)
 
     gate.set()
-    assert runner.flush_outcomes(timeout=10)
+    assert outcomes.flush_outcomes(timeout=10)
 
     rows = [Execution.objects.get(pk=sent.execution_id) for sent in (good[0], good[1], poison)]
     assert [(row.state, row.result, row.error) for row in rows[:2]] == [
