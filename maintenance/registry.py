@@ -36,7 +36,7 @@ class ServiceRole:
 # Take back what crashed, stalled or overstayed; forget what is past its retention; record each
 # pool's minute. Any number may run (SKIP LOCKED, unique minute rows).
 SWEEPER = ServiceRole(
-    kind=Role.Kind.SWEEPER,
+    kind=Role.Kind.SWEEPER.value,
     command="run_sweeper",
     # In this order: what is taken back is settled before anything is pruned.
     services=(LostLeases, Timeouts, ForcedCancels, Republishing, Retention, PoolHistory),
@@ -53,7 +53,7 @@ SWEEPER = ServiceRole(
 # fire and resolve once and notifications are claimed. If every alerter is down, nothing pages:
 # run one beside each dispatcher, or watch /v1/health from outside too.
 ALERTER = ServiceRole(
-    kind=Role.Kind.ALERTER,
+    kind=Role.Kind.ALERTER.value,
     command="run_alerter",
     # Evaluation first: what fires in a pass is sent in the same pass.
     services=(AlertEvaluation, AlertDelivery),

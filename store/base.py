@@ -419,7 +419,7 @@ class Store(AdmissionStatements):
     def pool_buckets(
         self, *, since: datetime, end: datetime, bucket_seconds: int, tenant_ids: Sequence[int] | None
     ) -> list[tuple]:
-        """The pools' minute samples (maintenance/pool_history.py records them) from `since` to `end`, per
+        """The pools' minute samples (maintenance/services/pool_history.py records them) from `since` to `end`, per
         bucket of `bucket_seconds` and pool, of `tenant_ids` (None: the totals of all): (bucket
         number, pool, the most due and admitted at any minute's end summed over the tenants,
         finished by outcome, started, the sum of started * p50 and the largest p99), bucketed in
