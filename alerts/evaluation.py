@@ -6,8 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from executions.tallies import percentile
 from readmodels.durations import duration, milliseconds
+from store import percentile
 
 # A failure rate over fewer finished runs than this does not page: 1 failure of 1 run is 100 %.
 MIN_FINISHED = 10

@@ -9,12 +9,11 @@ database has it now, not what the row says happened: the page re-renders from th
 
 from typing import Any
 
-from django.db import connection
 from django.db.models import Max
 
 from audit.models import AuditEntry, AuditOutcome
-from executions.models import ExecutionEvent
 from jobs.models import Job
+from store import store
 
 
 def latest_audit_id() -> int:
@@ -25,12 +24,7 @@ def latest_audit_id() -> int:
 def live_cursors() -> tuple[int, int]:
     """Where a page's live feed starts: the newest execution event's id and the newest audit
     row's, in one statement (each a walk of one primary key entry); every page renders them."""
-    quote = connection.ops.quote_name
-    events, audit = quote(ExecutionEvent._meta.db_table), quote(AuditEntry._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT (SELECT MAX(id) FROM {events}), (SELECT MAX(id) FROM {audit})")
-        event_id, audit_id = cursor.fetchone()
-    return event_id or 0, audit_id or 0
+    return store().live_cursors()
 
 
 def job_changes_after(*, scope: list[int] | None, after: int, limit: int = 500) -> list[dict[str, Any]]:

@@ -11,12 +11,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import connection
 from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import TruncMinute
 
 from audit.models import ActorKind, AuditEntry
-from dashboard.queries import queries
 from executions.models import Execution, ExecutionEvent
 from executions.states import TERMINAL, ExecutionState
 from jobs import cron, recurrence
@@ -26,6 +24,8 @@ from jobs.states import InvalidJobTransition, JobState
 from readmodels.backlog import due_work
 from readmodels.last_runs import failing
 from readmodels.selectors import execution_list, job_resume_preview
+from readmodels.start_lag import could_run_from
+from store import store
 from tenants.models import Tenant
 from web.id_search import id_span
 
@@ -86,7 +86,7 @@ def capped_count(queryset: QuerySet, *, cap: int = EXACT_COUNT_CAP, estimate: bo
     count = queryset.order_by()[: cap + 1].count()
     if count <= cap:
         return count, True
-    guess = queries().estimate_rows(queryset.order_by()) if estimate else None
+    guess = store().estimate_rows(queryset.order_by()) if estimate else None
     return max(guess or 0, cap + 1), False
 
 
@@ -100,17 +100,13 @@ def execution_state_counts(*, scope: list[int] | None) -> list[StateCount]:
         return [StateCount(state=state, count=0, exact=True) for state in STATE_ORDER]
     executions = execution_list(scope=scope).order_by()
     walks = [executions.filter(state=state).values("pk")[: EXACT_COUNT_CAP + 1] for state in STATE_ORDER]
-    compiled = [walk.query.sql_with_params() for walk in walks]
-    sql = "SELECT " + ", ".join(f"(SELECT COUNT(*) FROM ({inner}) AS walk)" for inner, _ in compiled)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [param for _, params in compiled for param in params])
-        row = cursor.fetchone()
+    row = store().walk_counts(walks)
     counts = []
     for state, count in zip(STATE_ORDER, row, strict=True):
         if count <= EXACT_COUNT_CAP:
             counts.append(StateCount(state=state, count=count, exact=True))
         else:
-            guess = queries().estimate_rows(executions.filter(state=state))
+            guess = store().estimate_rows(executions.filter(state=state))
             counts.append(StateCount(state=state, count=max(guess or 0, count), exact=False))
     return counts
 
@@ -193,7 +189,7 @@ def last_hour(*, scope: list[int] | None, now: datetime) -> LastHour:
         started_at__gte=since,
         started_at__lt=end,
     )
-    per_minute, (started_count, p50, p99) = queries().start_lags(started)
+    per_minute, (started_count, p50, p99) = store().start_lags(started, could_run_from=could_run_from())
     for at, (minute_p50, minute_p99) in per_minute.items():
         if at in minutes:
             minutes[at].lag_p50_ms, minutes[at].lag_p99_ms = _ms(minute_p50), _ms(minute_p99)

@@ -21,8 +21,6 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
-
 from executions import observers, tallies
 from executions.models import Execution, Run
 from executions.moves import FRESH_ATTEMPT, moves
@@ -73,35 +71,16 @@ def create_run(*, run: Run, priority: int, now: datetime, wake: bool = True) -> 
     return executions
 
 
-def _of_run(run_id: Any, names: Iterable[str]) -> tuple[str, list]:
-    names = list(names)
-    db_run_id = Execution._meta.get_field("run").get_db_prep_value(run_id, connection)
-    return f"run_id = %s AND step IN ({', '.join(['%s'] * len(names))})", [db_run_id, *names]
-
-
-def _move_steps(run_id: Any, names: Iterable[str], *, source: S, target: S, now: datetime, **kw: Any) -> list[Moved]:
-    where, params = _of_run(run_id, names)
-    moved, changes = store().move_set(source=source, target=target, now=now, where=where, params=params, **kw)
-    observers.announce(changes)
-    return moved
-
-
 @moves([S.BLOCKED], S.PENDING)
 def release_steps(*, run_id: Any, names: Sequence[str], now: datetime) -> list[Moved]:
     """BLOCKED → PENDING, due now, for the steps `names` of the run: their upstream steps have all
     succeeded. Wakes the dispatchers."""
     if not names:
         return []
-    moved = _move_steps(
-        run_id,
-        names,
-        source=S.BLOCKED,
-        target=S.PENDING,
-        now=now,
-        assignments="available_at = %s",
-        assignment_params=[now],
-        message="released: its upstream steps succeeded",
+    moved, changes = store().release_steps(
+        run_id=run_id, names=names, now=now, message="released: its upstream steps succeeded"
     )
+    observers.announce(changes)
     if moved:
         store().notify_due(now)
     return moved
@@ -112,16 +91,9 @@ def cancel_blocked(*, run_id: Any, names: Sequence[str], now: datetime, reason: 
     """BLOCKED → CANCELLED for the steps `names` of the run: they will not run (`reason` says why)."""
     if not names:
         return []
-    return _move_steps(
-        run_id,
-        names,
-        source=S.BLOCKED,
-        target=S.CANCELLED,
-        now=now,
-        assignments="finished_at = %s",
-        assignment_params=[now],
-        message=reason,
-    )
+    moved, changes = store().cancel_steps(run_id=run_id, names=names, now=now, message=reason)
+    observers.announce(changes)
+    return moved
 
 
 @moves([S.CANCELLED], S.BLOCKED)
@@ -131,25 +103,11 @@ def reblock(*, run_id: Any, names: Sequence[str], now: datetime, reason: str) ->
     its next attempt."""
     if not names:
         return []
-    fresh = ", ".join(f"{name} = {_sql_value(value)}" for name, value in FRESH_ATTEMPT.items())
     # Their ends still count in the metrics, and a new attempt here is not a retry (tallies.py).
     with tallies.folding(Execution.objects.filter(run_id=run_id, step__in=names, state=S.CANCELLED)):
-        return _move_steps(
-            run_id,
-            names,
-            source=S.CANCELLED,
-            target=S.BLOCKED,
-            now=now,
-            assignments="attempt = attempt + (CASE WHEN started_at IS NULL THEN 0 ELSE 1 END),"
-            f" error = '', traceback = '', {fresh}",
-            message=reason,
-        )
-
-
-def _sql_value(value: Any) -> str:
-    # FRESH_ATTEMPT's values are None and "" only: our own constants, written as literals.
-    assert value in (None, ""), value
-    return "NULL" if value is None else "''"
+        moved, changes = store().reblock_steps(run_id=run_id, names=names, now=now, message=reason, fresh=FRESH_ATTEMPT)
+    observers.announce(changes)
+    return moved
 
 
 def settle_run(run_id: Any, *, now: datetime) -> None:

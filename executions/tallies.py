@@ -267,15 +267,3 @@ def folding(executions: QuerySet[Execution]) -> Iterator[list]:
         before = tally(Execution.objects.filter(pk__in=ids))
         yield ids
         fold(difference(before, tally(Execution.objects.filter(pk__in=ids))))
-
-
-def percentile(values: Sequence[float], fraction: float) -> float | None:
-    """Linear interpolation between closest ranks, as PostgreSQL's percentile_cont computes it:
-    for reads that SQLite cannot spell (the dashboard's start-lag chart, the START_LAG_P99 alert)."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = fraction * (len(ordered) - 1)
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)

@@ -13,9 +13,7 @@ What a handler produced (result, error, traceback, message) is made storable fir
 records an outcome.
 """
 
-import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,7 +28,7 @@ from executions.moves import NAMED as NAMED  # the table of named transitions, f
 from executions.states import REDRIVABLE, RETRYABLE, TERMINAL, ExecutionState
 from executions.storable import storable_json, storable_text
 from jobs.rows import new_row
-from store import Beat, Fire, Moved, Started, Success, store
+from store import Beat, Fire, Moved, MovedSet, Republished, Started, Success, store
 from telemetry import tracing
 
 S = ExecutionState
@@ -143,16 +141,7 @@ def create_many(*, runs: Sequence[tuple[Any, datetime]], now: datetime) -> list[
 def queue_many(execution_ids: Sequence[Any], *, now: datetime, publish_grace: timedelta) -> list[Moved]:
     """PENDING → QUEUED for those of `execution_ids` still PENDING, each under a new lease token,
     to be published again at now + publish_grace if no worker starts it."""
-    where, params = store().id_in(execution_ids)
-    moved, changes = store().move_set(
-        source=S.PENDING,
-        target=S.QUEUED,
-        now=now,
-        where=where,
-        params=params,
-        assignments="lease_token = lease_token + 1, queued_at = %s, republish_at = %s, publish_count = 1",
-        assignment_params=[now, now + publish_grace],
-    )
+    moved, changes = store().queue(execution_ids, now=now, republish_at=now + publish_grace)
     observers.announce(changes)
     return moved
 
@@ -384,21 +373,10 @@ def request_cancel(*, execution_id: Any, now: datetime, reason: str) -> bool:
     with its next heartbeat and the sweeper enforces after a grace. The worker process running it
     is told at commit (`notify_cancel`), so that it beats at once instead of up to lease/3 later.
     False when it is not RUNNING or was asked already."""
-    with transaction.atomic():
-        requested = Execution.objects.filter(pk=execution_id, state=S.RUNNING, cancel_requested_at__isnull=True).update(
-            cancel_requested_at=now, updated_at=now
-        )
-        if requested:
-            row = Execution.objects.values("attempt", "worker_id").get(pk=execution_id)
-            store().record_events(
-                [(execution_id, row["attempt"], row["worker_id"])],
-                source=S.RUNNING,
-                target=S.RUNNING,
-                now=now,
-                message=storable_text(f"cancel requested: {reason}"),
-            )
-            store().notify_cancel(row["worker_id"])
-    return requested == 1
+    requested = store().request_cancel(
+        execution_id=execution_id, now=now, message=storable_text(f"cancel requested: {reason}")
+    )
+    return requested
 
 
 @moves(sorted(REDRIVABLE), S.PENDING)
@@ -432,11 +410,8 @@ def discard_dead_many(execution_ids: Sequence[Any], *, now: datetime, reason: st
     folded), so discarding changes no counter."""
     if not execution_ids:
         return []
-    where, params = store().id_in(execution_ids)
     with tallies.folding(Execution.objects.filter(pk__in=execution_ids, state=S.DEAD)):
-        moved, changes = store().move_set(
-            source=S.DEAD, target=S.DISCARDED, now=now, where=where, params=params, message=storable_text(reason)
-        )
+        moved, changes = store().discard_dead(execution_ids, now=now, message=storable_text(reason))
     observers.announce(changes)
     return moved
 
@@ -444,18 +419,11 @@ def discard_dead_many(execution_ids: Sequence[Any], *, now: datetime, reason: st
 # --- the sweeper -----------------------------------------------------------------------------------------
 
 
-def _running_set(
-    *, target: ExecutionState, condition: str, params: list, now: datetime, limit: int, **kw
-) -> list[Moved]:
+def _swept(target: ExecutionState, now: datetime, sweep: Callable[[], MovedSet]) -> list[Moved]:
+    """A sweeper's batch of RUNNING runs moved to `target` by `sweep` (one of the store's moves);
+    the workflow steps among them that ended settle their runs in the same transaction."""
     with transaction.atomic():
-        moved, changes = store().move_set(
-            source=S.RUNNING,
-            target=target,
-            now=now,
-            where=store().batch_of(S.RUNNING, condition),
-            params=[*params, limit],
-            **kw,
-        )
+        moved, changes = sweep()
         if target in TERMINAL:
             steps.settle_runs_of([m.id for m in moved], now=now)
     observers.announce(changes)
@@ -467,16 +435,11 @@ def rescue_many(*, now: datetime, limit: int) -> list[Moved]:
     """RUNNING whose lease expired without a heartbeat → FAILED_WORKER_LOST (the worker died or
     froze). A run with a cancel request is left to `force_cancel_many`: it is never retried.
     The retry policy must resolve each in the same transaction."""
-    message = "worker lost: lease expired without a heartbeat"
-    return _running_set(
-        target=S.FAILED_WORKER_LOST,
-        condition="lease_expires_at < %s AND cancel_requested_at IS NULL",
-        params=[now],
-        now=now,
-        limit=limit,
-        assignments="finished_at = %s, error = %s, error_fingerprint = %s",
-        assignment_params=[now, message, fingerprint(message)],
-        message=message,
+    error = "worker lost: lease expired without a heartbeat"
+    return _swept(
+        S.FAILED_WORKER_LOST,
+        now,
+        lambda: store().rescue_lost(now=now, limit=limit, error=error, error_fingerprint=fingerprint(error)),
     )
 
 
@@ -485,16 +448,13 @@ def time_out_many(*, now: datetime, before: datetime, limit: int) -> list[Moved]
     """RUNNING whose timeout passed before `before` (its worker's grace to stop it is over) →
     TIMED_OUT. A run with a cancel request is left to `force_cancel_many`. The retry policy must
     resolve each in the same transaction."""
-    message = "timed out (enforced by the sweeper)"
-    return _running_set(
-        target=S.TIMED_OUT,
-        condition="timeout_at < %s AND cancel_requested_at IS NULL",
-        params=[before],
-        now=now,
-        limit=limit,
-        assignments="finished_at = %s, error = %s, error_fingerprint = %s",
-        assignment_params=[now, message, fingerprint(message)],
-        message=message,
+    error = "timed out (enforced by the sweeper)"
+    return _swept(
+        S.TIMED_OUT,
+        now,
+        lambda: store().time_out_overdue(
+            now=now, before=before, limit=limit, error=error, error_fingerprint=fingerprint(error)
+        ),
     )
 
 
@@ -503,24 +463,12 @@ def force_cancel_many(*, now: datetime, requested_before: datetime, limit: int) 
     """RUNNING with a cancel request that its worker did not act on: made before
     `requested_before`, or whose lease expired (the worker is gone) → CANCELLED, not a failure:
     what was asked to stop must not be retried."""
-    return _running_set(
-        target=S.CANCELLED,
-        condition="cancel_requested_at IS NOT NULL AND (cancel_requested_at < %s OR lease_expires_at < %s)",
-        params=[requested_before, now],
-        now=now,
-        limit=limit,
-        assignments="finished_at = %s",
-        assignment_params=[now],
-        message="cancelled (enforced by the sweeper: the worker did not stop it in time, or was lost)",
+    message = "cancelled (enforced by the sweeper: the worker did not stop it in time, or was lost)"
+    return _swept(
+        S.CANCELLED,
+        now,
+        lambda: store().force_cancel(now=now, requested_before=requested_before, limit=limit, message=message),
     )
-
-
-@dataclass(frozen=True)
-class Republished:
-    id: uuid.UUID
-    lease_token: int
-    pool: str
-    priority: int
 
 
 def republish_many(*, now: datetime, grace_seconds: float, limit: int) -> list[Republished]:
@@ -528,26 +476,7 @@ def republish_many(*, now: datetime, grace_seconds: float, limit: int) -> list[R
     QUEUED). The next grace doubles, so a pool that is merely backlogged is not flooded with
     copies (duplicates are dropped by the lease). Call inside the transaction that publishes
     after commit."""
-    with transaction.atomic():
-        stalled = list(
-            Execution.objects.select_for_update(skip_locked=True)
-            .filter(state=S.QUEUED, republish_at__lt=now)
-            .only("id", "lease_token", "pool", "priority", "attempt", "publish_count")[:limit]
-        )
-        for execution in stalled:
-            backoff = grace_seconds * 2 ** min(execution.publish_count, 10)
-            Execution.objects.filter(pk=execution.pk, state=S.QUEUED, lease_token=execution.lease_token).update(
-                republish_at=now + timedelta(seconds=backoff), publish_count=F("publish_count") + 1, updated_at=now
-            )
-        if stalled:
-            store().record_events(
-                [(e.pk, e.attempt, "") for e in stalled],
-                source=S.QUEUED,
-                target=S.QUEUED,
-                now=now,
-                message="not started within the publish grace; published again",
-            )
-    return [Republished(e.pk, e.lease_token, e.pool, e.priority) for e in stalled]
+    return store().republish_stalled(now=now, grace_seconds=grace_seconds, limit=limit)
 
 
 def prune_many(*, before: datetime, limit: int) -> int:
@@ -555,11 +484,7 @@ def prune_many(*, before: datetime, limit: int) -> int:
     they counted is folded into the metrics' totals in the same transaction (executions/tallies.py);
     rows another sweeper is pruning are skipped, so none is folded twice."""
     with transaction.atomic():
-        ids = list(
-            Execution.objects.select_for_update(skip_locked=True)
-            .filter(state__in=TERMINAL, finished_at__lt=before)
-            .values_list("pk", flat=True)[:limit]
-        )
+        ids = store().lock_finished(before=before, limit=limit)
         if ids:
             with tallies.folding(Execution.objects.filter(pk__in=ids)):
                 Execution.objects.filter(pk__in=ids).delete()

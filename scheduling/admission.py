@@ -33,8 +33,7 @@ from executions import transitions
 from jobs.models import Priority
 from pools import registry
 from pools.fair import Contender, FairShare, Share
-from store import Moved, store
-from store.admission import DueRow
+from store import DueRow, Moved, store
 
 # How many times a contended claim offers the starts that tenants with fewer due executions
 # than their share left over (each time to the others, in fair order).

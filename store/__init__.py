@@ -1,32 +1,35 @@
-"""The store seam: `store()` is the implementation of every scheduler statement for the database
-in use. This is the one place that asks which database that is."""
+"""The store: every statement the scheduler runs on its tables, as named operations
+(store/interface.py). `store()` is the implementation for the database in use; this is the one
+place that asks which database that is.
+
+It sits below the execution state machine that calls it (executions/), and above the jobs,
+pools and tenants whose tables it joins: it imports nothing of executions, and names its tables
+in SQL (store/tables.py says how, and why).
+"""
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from store.base import (
-    Beat,
-    CancelListener,
-    Change,
-    DueListener,
-    Fire,
-    Moved,
-    Started,
-    Store,
-    Success,
-    as_uuid,
-)
+from store.functions import percentile
+from store.interface import CancelListener, DueListener, OverBudget, Store
+from store.rows import Beat, Change, DueRow, Fire, Moved, MovedSet, Republished, Snapshot, Started, Success, as_uuid
 
 __all__ = [
     "Beat",
     "CancelListener",
     "Change",
     "DueListener",
+    "DueRow",
     "Fire",
     "Moved",
+    "MovedSet",
+    "OverBudget",
+    "Republished",
+    "Snapshot",
     "Started",
     "Store",
     "Success",
     "as_uuid",
+    "percentile",
     "store",
 ]
 
@@ -39,11 +42,13 @@ def store() -> Store:
     found = _stores.get(vendor)
     if found is None:
         if vendor == "postgresql":
-            from store.postgres import PostgresStore
+            from store.postgres.store import PostgresStore
 
             found = PostgresStore()
         elif vendor == "sqlite":
-            found = Store()
+            from store.sqlite.store import SqliteStore
+
+            found = SqliteStore()
         else:
             raise RuntimeError(f"Tickwork runs on PostgreSQL or SQLite, not {vendor}")
         _stores[vendor] = found

@@ -1,8 +1,3 @@
-import functools
-from typing import NamedTuple
-
-from django.db import connection
-from django.db.models import Field
 from django.utils import timezone
 from rest_framework import authentication, exceptions, serializers
 
@@ -26,49 +21,9 @@ class TokenPrincipal:
 
 
 def token_of(raw: str) -> ApiToken | None:
-    """The live token whose key is `raw`, its tenant loaded with it; None if there is none.
-
-    Every API request asks this first, so it is one statement written once per process and
-    prepared on PostgreSQL, not a queryset: building and compiling `select_related(...)
-    .filter(...)` was a quarter of the web's CPU for a POST /v1/jobs (profiled under gunicorn),
-    three times what the query costs to run."""
-    query = _token_query()
-    # Pipelined: in an audited request's transaction, its BEGIN goes with the query (one round
-    # trip, not two).
-    with store().pipelined():
-        rows = store().fetch(query.sql, [ApiToken.hash_key(raw)], read_as=query.fields)
-    if not rows:
-        return None
-    values, count = rows[0], len(query.token_names)
-    token = ApiToken.from_db(connection.alias, query.token_names, values[:count])
-    token.tenant = Tenant.from_db(connection.alias, query.tenant_names, values[count:])
-    return token
-
-
-class _TokenQuery(NamedTuple):
-    sql: str
-    fields: tuple[Field, ...]  # the columns' fields: the token's, then its tenant's
-    token_names: list[str]
-    tenant_names: list[str]
-
-
-@functools.cache
-def _token_query() -> _TokenQuery:
-    token_fields, tenant_fields = ApiToken._meta.concrete_fields, Tenant._meta.concrete_fields
-    quote = connection.ops.quote_name
-    selected = [f"t.{quote(str(field.column))}" for field in token_fields]
-    selected += [f"n.{quote(str(field.column))}" for field in tenant_fields]
-    sql = (
-        f"SELECT {', '.join(selected)} FROM {quote(ApiToken._meta.db_table)} t"
-        f" JOIN {quote(Tenant._meta.db_table)} n ON n.id = t.tenant_id"
-        " WHERE t.key_hash = %s AND t.revoked_at IS NULL"
-    )
-    return _TokenQuery(
-        sql=sql,
-        fields=(*token_fields, *tenant_fields),
-        token_names=[field.attname for field in token_fields],
-        tenant_names=[field.attname for field in tenant_fields],
-    )
+    """The live token whose key is `raw`, its tenant loaded with it; None if there is none
+    (one prepared statement: `Store.api_token`)."""
+    return store().api_token(key_hash=ApiToken.hash_key(raw))
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):

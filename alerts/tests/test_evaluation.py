@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from alerts import evaluation
 from alerts.evaluation import MIN_FINISHED, DueFire
-from executions.tallies import percentile
+from store import percentile
 
 NOW = datetime(2027, 3, 14, 3, 0, tzinfo=UTC)
 

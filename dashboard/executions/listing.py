@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q
 
-from dashboard.queries import OverBudget, queries
 from dashboard.selectors import STATE_ORDER, narrow_scope
 from executions.models import Execution
 from jobs.selectors import job_list
 from readmodels.selectors import execution_list
+from store import OverBudget, store
 from web.id_search import id_span
 
 PAGE_SIZE = 50
@@ -94,14 +94,14 @@ def execution_page(*, scope: list[int] | None, filters: ExecutionFilters, page: 
     the page is retried over the last day only, and failing that, given up.
     """
     bounded = filters.pool or filters.q or scope is not None or filters.tenant
-    if not bounded or not queries().bounds_statements:
+    if not bounded or not store().bounds_statements:
         return _execution_walk(scope=scope, filters=filters, page=page)
     attempts = [filters]
     if filters.since is None or filters.since < now - UNINDEXED_FILTER_WINDOW:
         attempts.append(replace(filters, since=now - UNINDEXED_FILTER_WINDOW))
     for attempt in attempts:
         try:
-            with queries().statement_budget(UNINDEXED_FILTER_BUDGET_MS):
+            with store().statement_budget(UNINDEXED_FILTER_BUDGET_MS):
                 found = _execution_walk(scope=scope, filters=attempt, page=page)
         except OverBudget:
             continue
@@ -180,7 +180,7 @@ def _execution_walk(*, scope: list[int] | None, filters: ExecutionFilters, page:
             for tenant in tenants
         ]
         everything = executions.filter(state__in=states, **({"tenant_id__in": tenants} if scope is not None else {}))
-        merged = queries().newest_first(walks, everything.values_list("updated_at", "id"), start, wanted, order=order)
+        merged = store().newest_first(walks, everything.values_list("updated_at", "id"), start, wanted, order=order)
         ids = [row[1] for row in merged]
     found = execution_list(scope=scope).select_related("job", "tenant").in_bulk(ids)
     ordered = [found[i] for i in ids if i in found]

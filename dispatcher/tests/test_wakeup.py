@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from dispatcher.wakeup import DueClock
 from store import store
-from store.postgres import ALREADY_DUE, WAKE_HORIZON, Listener, _due
+from store.postgres.listeners import ALREADY_DUE, Listener, _due
+from store.postgres.store import WAKE_HORIZON
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

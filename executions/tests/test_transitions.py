@@ -105,23 +105,14 @@ def test_inside_a_transaction_a_failed_move_rolls_back_to_its_savepoint(tenant, 
 def test_a_set_move_records_one_event_per_row(tenant, make_job):
     now = timezone.now()
     executions = [make_job(tenant).executions.get() for _ in range(3)]
-    where, params = store().id_in([e.pk for e in executions])
+    Execution.objects.filter(pk__in=[e.pk for e in executions]).update(state=S.DEAD, finished_at=now)
 
-    moved, _ = store().move_set(
-        source=S.PENDING,
-        target=S.CANCELLED,
-        now=now,
-        where=where,
-        params=params,
-        assignments="finished_at = %s",
-        assignment_params=[now],
-        message="bulk",
-    )
+    moved, _ = store().discard_dead([e.pk for e in executions], now=now, message="bulk")
 
     assert {m.id for m in moved} == {e.pk for e in executions}
-    events = ExecutionEvent.objects.filter(execution__in=executions, to_state=S.CANCELLED)
+    events = ExecutionEvent.objects.filter(execution__in=executions, to_state=S.DISCARDED)
     assert sorted((str(e.execution_id), e.from_state, e.message) for e in events) == sorted(
-        (str(e.pk), S.PENDING, "bulk") for e in executions
+        (str(e.pk), S.DEAD, "bulk") for e in executions
     )
     assert Job.objects.filter(pk__in=[e.job_id for e in executions], state="COMPLETED").count() == 3
 

@@ -26,11 +26,11 @@ from django.db.models import Count, Q
 from background.service import Counts, Needs
 from executions.models import Execution
 from executions.states import ExecutionState
-from executions.tallies import percentile
 from jobs import registry as job_registry
 from pools.models import PoolSample
 from readmodels.backlog import due_work
 from readmodels.start_lag import start_lag_seconds
+from store import percentile
 
 S = ExecutionState
 HISTORY = timedelta(days=8)

@@ -1,21 +1,24 @@
-"""The dashboard's database-specific reads on PostgreSQL: the planner's estimate from EXPLAIN,
-percentiles in one GROUPING SETS pass, a statement timeout as a read's budget, and a UNION ALL
-of short ordered index walks."""
+"""The dashboard's reads on PostgreSQL: the planner's estimate from EXPLAIN, percentiles in one
+GROUPING SETS pass, a statement timeout as a read's budget, and a UNION ALL of short ordered index
+walks."""
 
 import contextlib
 import json
 from collections.abc import Iterator
+from typing import ClassVar
 
 from django.core.exceptions import EmptyResultSet
 from django.db import OperationalError, connection, transaction
 from django.db.models import F, FloatField, Func, QuerySet
+from django.db.models.expressions import Combinable
 
-from dashboard.queries.base import Overall, OverBudget, PerMinute, Queries
-from readmodels.start_lag import could_run_from
+from store.interface import OverBudget
+from store.postgres import queries
+from store.rows import Overall, PerMinute
 
 
-class PostgresQueries(Queries):
-    bounds_statements = True
+class PostgresReads:
+    bounds_statements: ClassVar[bool] = True
 
     def estimate_rows(self, queryset: QuerySet) -> int | None:
         try:
@@ -24,13 +27,13 @@ class PostgresQueries(Queries):
         except Exception:  # an estimate is a nicety; the caller's capped count still stands
             return None
 
-    def start_lags(self, started: QuerySet) -> tuple[PerMinute, Overall]:
-        """GROUPING SETS (which the ORM cannot spell) around the ORM's own, scoped, query of the
-        rows. Minutes are truncated in the session's time zone, which Django sets to UTC."""
-        # date_part, not EXTRACT: since PostgreSQL 14 EXTRACT gives numeric, a fifth of this
-        # statement's time over an hour's 20,000 starts; the percentile wants a double anyway.
+    def start_lags(self, started: QuerySet, *, could_run_from: Combinable) -> tuple[PerMinute, Overall]:
+        # GROUPING SETS (which the ORM cannot spell) around the ORM's own, scoped, query of the
+        # rows. Minutes are truncated in the session's time zone, which Django sets to UTC.
+        # date_part, not EXTRACT: since PostgreSQL 14 EXTRACT gives numeric, slower over an hour's
+        # starts (bench/README.md); the percentile wants a double anyway.
         lag = Func(
-            F("started_at") - could_run_from(),
+            F("started_at") - could_run_from,
             template="date_part('epoch', %(expressions)s)",
             output_field=FloatField(),
         )
@@ -38,17 +41,10 @@ class PostgresQueries(Queries):
             inner, params = started.annotate(lag=lag).values("started_at", "lag").query.sql_with_params()
         except EmptyResultSet:  # a scope of no tenants
             return {}, (0, None, None)
-        sql = f"""
-            SELECT date_trunc('minute', started_at) AS minute, count(*),
-                   percentile_cont(0.5) WITHIN GROUP (ORDER BY lag),
-                   percentile_cont(0.99) WITHIN GROUP (ORDER BY lag)
-            FROM ({inner}) AS rows
-            GROUP BY GROUPING SETS ((date_trunc('minute', started_at)), ())
-        """
         per_minute: PerMinute = {}
         overall: Overall = (0, None, None)
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+            cursor.execute(queries.START_LAGS.format(rows=inner), params)
             for minute, count, p50, p99 in cursor.fetchall():
                 if minute is None:
                     overall = (count, p50, p99)
@@ -61,12 +57,12 @@ class PostgresQueries(Queries):
         try:
             with transaction.atomic():
                 with connection.cursor() as cursor:
-                    cursor.execute(f"SET LOCAL statement_timeout = {int(milliseconds)}")
+                    cursor.execute(queries.STATEMENT_TIMEOUT.format(milliseconds=int(milliseconds)))
                 yield
                 # Inside an outer transaction (a test's, ATOMIC_REQUESTS) this block is a savepoint,
                 # and SET LOCAL would outlive it: every later read of the request would be budgeted.
                 with connection.cursor() as cursor:
-                    cursor.execute("SET LOCAL statement_timeout TO DEFAULT")
+                    cursor.execute(queries.STATEMENT_TIMEOUT_DEFAULT)
         except OperationalError as exc:  # QueryCanceled: over budget
             raise OverBudget from exc
 
@@ -78,7 +74,7 @@ class PostgresQueries(Queries):
         stop: int,
         order: tuple[str, ...] = ("-scheduled_for", "-id"),
     ) -> list[tuple]:
-        """Each walk stops after `stop` rows of its index; the union of those is sorted."""
+        # Each walk stops after `stop` rows of its index; the union of those is sorted.
         if len(walks) == 1:
             return list(walks[0][start:stop])
         merged = walks[0][:stop].union(*(walk[:stop] for walk in walks[1:]), all=True)

@@ -1,0 +1,217 @@
+"""PostgreSQL's own named queries; those both stores run are in store/queries.py. `{name}` slots
+are filled in by the store with its own fragments (never a caller's text); `%s` are parameters.
+Why each is shaped as it is, and what it saved, is in bench/README.md ("The store's shapes")."""
+
+from store.queries import ACTIVE_JOB, MOVED_COLUMNS, RECURS
+from store.tables import FINISHED
+
+# A sweeper's batch is taken with row locks that concurrent sweepers skip: disjoint batches.
+SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
+# A pool sample's bucket. date_part, not EXTRACT: EXTRACT gives numeric (PostgreSQL 14 on), slow
+# over a week's minutes.
+SAMPLE_BUCKET = "CAST(floor(date_part('epoch', s.at - %s) / %s) AS INTEGER)"
+
+ID_IN = "id = ANY(%s)"
+NOTIFY = "SELECT pg_notify(%s, %s)"
+CLOCK = "SELECT clock_timestamp()"
+
+# --- moves with their events, in one statement ---------------------------------------------------------
+
+# What a single-row move reads back from its CTE `moved`.
+MOVED_ONE = "id, attempt, worker_id, job_id, tenant_id, run_id, step, event_id"
+MOVED_ONE_READ = f"SELECT {MOVED_ONE} FROM moved"
+# What a start reads back besides: its pool and trace context, for the run's span.
+STARTED = f"{MOVED_ONE}, pool, traceparent"
+# And what its handler needs, from the job and the tenant.
+STARTED_CONTEXT = (
+    f"SELECT {', '.join('moved.' + c for c in STARTED.split(', '))},"
+    " j.handler, j.payload, t.slug, t.signing_secret"
+    " FROM moved JOIN jobs_job j ON j.id = moved.job_id JOIN tenants_tenant t ON t.id = moved.tenant_id"
+)
+# A workflow step's own timeout, if it has one (jobs/workflow.py), else its job's, from now (%s).
+STEP_OR_JOB_TIMEOUT = (
+    "timeout_at = %s + interval '1 second' * COALESCE("
+    "(SELECT (s->>'timeoutSec')::int FROM executions_run r, jsonb_array_elements(r.steps) s"
+    " WHERE r.id = executions_execution.run_id AND s->>'name' = executions_execution.step),"
+    " (SELECT timeout_sec FROM jobs_job WHERE jobs_job.id = executions_execution.job_id))"
+)
+
+# The events of the rows an UPDATE … RETURNING id, attempt, worker_id named `moved` changed; its
+# parameters are the time, the source, the target and the message.
+EVENTS_OF_MOVED = (
+    "INSERT INTO executions_executionevent (execution_id, at, from_state, to_state, attempt, worker_id, message)"
+    " SELECT id, %s, %s, %s, attempt, worker_id, %s FROM moved"
+)
+# An UPDATE of executions ({move}) with an event per row it moved; a `SETTLED` step may follow.
+WITH_EVENTS = "WITH moved AS ({move} RETURNING {returning}), events AS (" + EVENTS_OF_MOVED + ")"
+SETTLED = ", settled AS ({settle})"
+# A set-based move (store.queries.MOVE_SET) with its events.
+MOVE_SET_WITH_EVENTS = "WITH moved AS ({move}), events AS (" + EVENTS_OF_MOVED + f") SELECT {MOVED_COLUMNS} FROM moved"
+
+# "Not finished" rather than "in an open state": a condition the state index cannot serve, so
+# the probe walks the job's few executions instead of a bitmap of every pending one. Literals:
+# the states are our own constants.
+_FINISHED_STATES = ", ".join(f"'{state}'" for state in sorted(FINISHED))
+# The job's COMPLETE transition (jobs.transitions.jobs_complete) as a step of a data-modifying CTE
+# in which the executions in {moved} (columns id, job_id) have just reached a finished state.
+SETTLE_JOBS = (
+    "UPDATE jobs_job SET state = %s, next_fire_at = NULL, updated_at = %s"
+    " FROM {moved} WHERE jobs_job.id = {moved}.job_id AND jobs_job.state = %s AND jobs_job.type = ANY(%s)"
+    " AND NOT EXISTS (SELECT 1 FROM executions_execution other WHERE other.job_id = jobs_job.id"
+    " AND other.id NOT IN (SELECT id FROM {moved}) AND other.state NOT IN (" + _FINISHED_STATES + "))"
+)
+
+# A worker's successes, each under its lease token, with their events (at each run's finish) and
+# the settling of their jobs ({settle}: SETTLE_JOBS over `moved`).
+SUCCEED_MANY = (
+    "WITH v AS (SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::jsonb[], %s::timestamptz[])"
+    " AS v(id, lease_token, result, finished_at)),"
+    " moved AS (UPDATE executions_execution e SET state = %s, updated_at = v.finished_at,"
+    " finished_at = v.finished_at, result = v.result FROM v"
+    " WHERE e.id = v.id AND e.state = %s AND e.lease_token = v.lease_token"
+    f" RETURNING {', '.join('e.' + c for c in MOVED_ONE.split(', '))}, v.finished_at),"
+    " events AS (INSERT INTO executions_executionevent"
+    " (execution_id, at, from_state, to_state, attempt, worker_id, message)"
+    " SELECT id, finished_at, %s, %s, attempt, worker_id, 'succeeded' FROM moved),"
+    " settled AS ({settle})"
+    " SELECT id, job_id, tenant_id FROM moved"
+)
+
+# --- inserts -------------------------------------------------------------------------------------------
+
+# Events from three arrays (execution ids, attempts, worker ids): the time, source, target, message.
+RECORD_EVENTS = (
+    "INSERT INTO executions_executionevent"
+    " (execution_id, at, from_state, to_state, attempt, worker_id, message)"
+    " SELECT r.execution_id, %s, %s::text, %s::text, r.attempt, r.worker_id, %s::text"
+    " FROM unnest(%s::uuid[], %s::integer[], %s::text[]) AS r(execution_id, attempt, worker_id)"
+)
+
+
+def create_fires(*, traced: bool) -> str:
+    """Cron fires from arrays, ON CONFLICT on the one-per-fire index (a fire made already is no
+    error and makes no event), with the events of those made; their trace contexts only when
+    `traced` (else the column's default). Reads back how many were made."""
+    return (
+        "WITH v AS (SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::varchar[], %s::smallint[],"
+        f" %s::timestamptz[]{', %s::varchar[]' if traced else ''})"
+        f" AS v(job_id, tenant_id, pool, priority, scheduled_for{', traceparent' if traced else ''})),"
+        " made AS (INSERT INTO executions_execution (id, job_id, tenant_id, pool, priority, origin, attempt,"
+        " state, scheduled_for, available_at, lease_token, publish_count, worker_id, error, traceback,"
+        f" step, created_at, updated_at{', traceparent' if traced else ''})"
+        " SELECT gen_random_uuid(), v.job_id, v.tenant_id, v.pool, v.priority, %s, 1, %s, v.scheduled_for,"
+        f" v.scheduled_for, 0, 0, '', '', '', '', %s, %s{', v.traceparent' if traced else ''} FROM v"
+        " ON CONFLICT (job_id, scheduled_for, step) WHERE origin = 'SCHEDULE' DO NOTHING RETURNING id),"
+        " events AS (INSERT INTO executions_executionevent"
+        " (execution_id, at, from_state, to_state, attempt, worker_id, message)"
+        " SELECT id, %s, '', %s, 1, '', 'scheduled' FROM made)"
+        " SELECT count(*) FROM made"
+    )
+
+
+# Jobs' next fires from two arrays (job ids, times), joined by primary key. No indexed column
+# changes, so the row's new version stays on its page (a HOT update: jobs 0008).
+ADVANCE_JOBS = (
+    "UPDATE jobs_job SET next_fire_at = v.fire"
+    " FROM unnest(%s::uuid[], %s::timestamptz[]) AS v(id, fire) WHERE jobs_job.id = v.id"
+)
+
+# --- the claim (store/postgres/admission.py) -----------------------------------------------------------
+
+# The claim's advisory lock (its parameter), held until the transaction ends; the claim's commit
+# made asynchronous in the same round trip.
+CLAIM_LOCK = "SELECT pg_advisory_xact_lock(%s), set_config('synchronous_commit', 'off', true)"
+
+# A pool's due work in order: one probe per priority level of (pool, priority, available_at), each
+# stopped at the limit. Parameters: pool, now, limit, limit.
+DUE_IN_POOL = (
+    "SELECT due.id, due.cron, due.tenant_id, due.priority"
+    " FROM (VALUES (0), (1), (2)) AS level(priority) CROSS JOIN LATERAL ("
+    f"  SELECT e.id, {RECURS} AS cron, e.tenant_id, e.priority FROM executions_execution e {ACTIVE_JOB}"
+    "  WHERE e.state = 'PENDING' AND e.pool = %s AND e.priority = level.priority AND e.available_at <= %s"
+    "  ORDER BY e.available_at LIMIT %s"
+    ") AS due LIMIT %s"
+)
+
+
+def _present_cte(name: str) -> str:
+    """A recursive CTE `name(id)`: the tenants that have PENDING work in a pool at a priority (its
+    two pairs of parameters: pool, priority), found by a skip scan of the partial index (pool,
+    priority, tenant_id, available_at) that jumps from one tenant to the next, one probe each.
+    Probing every tenant instead cost a probe per tenant in the system at every contended claim
+    (bench/README.md, "The store's shapes")."""
+    present = (
+        "SELECT e.tenant_id FROM executions_execution e WHERE e.state = 'PENDING' AND e.pool = %s AND e.priority = %s"
+    )
+    return (
+        f"{name}(id) AS (({present} ORDER BY e.tenant_id LIMIT 1)"
+        f" UNION ALL SELECT ({present} AND e.tenant_id > p.id ORDER BY e.tenant_id LIMIT 1)"
+        f" FROM {name} p WHERE p.id IS NOT NULL)"
+    )
+
+
+def shares(levels: list[int]) -> str:
+    """The weight, concurrency limit, finish tag and pool clock of the tenants with PENDING work in
+    a pool at any of `levels`. Parameters: (pool, level, pool, level) per level, then pool, pool."""
+    ctes = ", ".join(_present_cte(f"present{level}") for level in levels)
+    return (
+        f"WITH RECURSIVE {ctes}"
+        " SELECT t.id, t.weight, t.max_concurrent_executions, COALESCE(s.finish_tag, 0), c.virtual_time"
+        " FROM tenants_tenant t LEFT JOIN pools_tenantshare s ON s.tenant_id = t.id AND s.pool = %s"
+        " LEFT JOIN pools_poolclock c ON c.pool = %s"
+        f" WHERE t.id IN ({' UNION '.join(f'SELECT id FROM present{level}' for level in levels)})"
+    )
+
+
+# Each tenant's earliest PENDING execution in a pool at a priority, by a skip scan; when its job is
+# not active, a probe of its due work finds the first of an active job. Parameters: pool, priority
+# (twice), pool, priority, now, now, the tenant ids.
+_FIRST = (
+    "SELECT e.tenant_id, e.available_at, e.job_id FROM executions_execution e"
+    " WHERE e.state = 'PENDING' AND e.pool = %s AND e.priority = %s"
+)
+DUE_HEADS = (
+    f"WITH RECURSIVE present(id, at, job_id) AS (({_FIRST} ORDER BY e.tenant_id, e.available_at LIMIT 1)"
+    " UNION ALL SELECT n.* FROM present p CROSS JOIN LATERAL"
+    f" ({_FIRST} AND e.tenant_id > p.id ORDER BY e.tenant_id, e.available_at LIMIT 1) AS n)"
+    " SELECT p.id, CASE WHEN j.state = 'ACTIVE' THEN p.at ELSE ("
+    f"  SELECT e.available_at FROM executions_execution e {ACTIVE_JOB}"
+    "  WHERE e.state = 'PENDING' AND e.pool = %s AND e.priority = %s AND e.tenant_id = p.id"
+    "  AND e.available_at <= %s ORDER BY e.available_at LIMIT 1"
+    ") END FROM present p JOIN jobs_job j ON j.id = p.job_id"
+    " WHERE p.at <= %s AND p.id = ANY(%s::bigint[])"
+)
+
+# For each tenant (arrays of tenant ids and quotas), up to its quota of its due executions in a
+# pool at a priority. Parameters: the arrays, pool, priority, now.
+DUE_OF_TENANTS = (
+    "SELECT due.id, due.cron, due.tenant_id, due.priority"
+    " FROM unnest(%s::bigint[], %s::integer[]) AS q(tenant_id, quota) CROSS JOIN LATERAL ("
+    f"  SELECT e.id, {RECURS} AS cron, e.tenant_id, e.priority FROM executions_execution e {ACTIVE_JOB}"
+    "  WHERE e.state = 'PENDING' AND e.pool = %s AND e.priority = %s AND e.tenant_id = q.tenant_id"
+    "  AND e.available_at <= %s ORDER BY e.available_at LIMIT q.quota"
+    ") AS due"
+)
+
+# The tags a claim moved on (arrays of tenant ids and tags) and its pool's clock, in one statement.
+SAVE_SHARES = (
+    "WITH shares AS (INSERT INTO pools_tenantshare (pool, tenant_id, finish_tag)"
+    " SELECT %s, v.tenant_id, v.tag FROM unnest(%s::bigint[], %s::float8[]) AS v(tenant_id, tag)"
+    " ON CONFLICT (tenant_id, pool) DO UPDATE SET finish_tag = EXCLUDED.finish_tag)"
+    " INSERT INTO pools_poolclock (pool, virtual_time) VALUES (%s, %s)"
+    " ON CONFLICT (pool) DO UPDATE SET virtual_time = EXCLUDED.virtual_time"
+)
+
+# --- the dashboard's reads (store/postgres/reads.py) -----------------------------------------------------
+
+# p50 and p99 of the start lag per minute of start and over all, around the ORM's query of the
+# started rows ({rows}: columns started_at, lag).
+START_LAGS = """
+    SELECT date_trunc('minute', started_at) AS minute, count(*),
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY lag),
+           percentile_cont(0.99) WITHIN GROUP (ORDER BY lag)
+    FROM ({rows}) AS rows
+    GROUP BY GROUPING SETS ((date_trunc('minute', started_at)), ())
+"""
+STATEMENT_TIMEOUT = "SET LOCAL statement_timeout = {milliseconds}"
+STATEMENT_TIMEOUT_DEFAULT = "SET LOCAL statement_timeout TO DEFAULT"

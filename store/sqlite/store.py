@@ -1,0 +1,279 @@
+"""The embedded default's store (SQLite): one writer at a time, no row locks, no NOTIFY; written
+with the ORM and portable SQL. Its named queries are in store/sqlite/queries.py."""
+
+import contextlib
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
+
+from django.db import transaction
+from django.db.models import Model
+
+from jobs import transitions as job_transitions
+from jobs import workflow
+from store import tables
+from store.interface import CancelListener, DueListener
+from store.rows import Change, Fire, Moved, MovedSet, Started, Success, as_uuid
+from store.shared import SharedStore
+from store.sqlite import queries
+from store.sqlite.admission import SqliteAdmission
+from store.sqlite.listeners import CancelPoller, Sleeper
+from store.sqlite.reads import SqliteReads
+from store.statements import moved_fields
+from store.tables import FINISHED, PENDING, QUEUED, RUNNING, SUCCEEDED
+
+
+class SqliteStore(SqliteAdmission, SqliteReads, SharedStore):
+    # Whether a worker's outcomes may be recorded in batches on a thread of their own. SQLite
+    # has one writer at a time: a second writing thread would only contend.
+    batches_outcomes: ClassVar[bool] = False
+
+    # Whether the database's clock is another host's (db_now() measures it) or this host's.
+    remote_clock: ClassVar[bool] = False
+
+    # Appended to a batch's inner SELECT so concurrent sweepers take disjoint rows.
+    skip_locked: ClassVar[str] = queries.SKIP_LOCKED
+
+    # How often a dispatcher must look for due work when nothing wakes it.
+    due_notifications: ClassVar[bool] = False
+
+    # A pool sample's bucket: whole buckets (seconds, the second parameter) since the first
+    # parameter. Half a second more: julianday's arithmetic is in floating point.
+    sample_bucket: ClassVar[str] = queries.SAMPLE_BUCKET
+
+    def move(
+        self,
+        *,
+        execution_id: Any,
+        source: str,
+        target: str,
+        now: datetime,
+        values: dict[str, Any],
+        lease_token: int | None = None,
+        message: str = "",
+    ) -> Change | None:
+        """UPDATE one execution from `source` to `target` (under `lease_token`, when given) with
+        `values`, write its event and, on a terminal state, settle its job. Returns the change,
+        or None when the row was not in `source` (nothing written)."""
+        where: dict[str, Any] = {"id": execution_id, "state": source}
+        if lease_token is not None:
+            where["lease_token"] = lease_token
+        with transaction.atomic():
+            executions = tables.execution()._default_manager
+            if executions.filter(**where).update(state=target, updated_at=now, **values) != 1:
+                return None
+            row = (
+                tables.execution()
+                ._default_manager.values("attempt", "worker_id", "job_id", "tenant_id")
+                .get(pk=execution_id)
+            )
+            self.record_events(
+                [(execution_id, row["attempt"], row["worker_id"])],
+                source=source,
+                target=target,
+                now=now,
+                message=message,
+            )
+            if target in FINISHED:
+                self.settle_jobs(job_ids=[row["job_id"]], now=now)
+        return (execution_id, row["job_id"], row["tenant_id"], target)
+
+    def start(
+        self, *, execution_id: Any, lease_token: int, now: datetime, values: dict[str, Any], lease: timedelta
+    ) -> tuple[Started, Change] | None:
+        """QUEUED → RUNNING with `values`, its lease until now + lease and its timeout until now +
+        the job's timeout; reads what the handler needs."""
+        row: Any = (
+            tables.execution()
+            ._default_manager.select_related("job", "tenant", "run")
+            .filter(pk=execution_id, state=QUEUED, lease_token=lease_token)
+            .first()
+        )
+        if row is None:
+            return None
+        timeout_sec = row.job.timeout_sec
+        if row.run is not None:
+            timeout_sec = workflow.step_of(row.run.steps, row.step).get("timeoutSec") or timeout_sec
+        change = self.move(
+            execution_id=execution_id,
+            source=QUEUED,
+            target=RUNNING,
+            now=now,
+            lease_token=lease_token,
+            message="started",
+            values={
+                **values,
+                "lease_expires_at": now + lease,
+                "timeout_at": now + timedelta(seconds=timeout_sec),
+            },
+        )
+        if change is None:
+            return None
+        job, tenant = row.job, row.tenant
+        started = Started(
+            row.pk,
+            row.job_id,
+            row.attempt,
+            job.handler,
+            job.payload,
+            tenant.slug,
+            tenant.signing_secret,
+            row.run_id,
+            row.step,
+            row.event_id,
+            row.pool,
+            row.traceparent,
+        )
+        return started, change
+
+    def succeed_many(self, successes: Sequence[Success], *, now: datetime, result_of: Callable) -> list[Change]:
+        """RUNNING → SUCCEEDED for each run still under its lease token, its event at its finish."""
+        changes = []
+        for success in successes:
+            change = self.move(
+                execution_id=success.execution_id,
+                source=RUNNING,
+                target=SUCCEEDED,
+                now=success.finished_at,
+                lease_token=success.lease_token,
+                message="succeeded",
+                values={"finished_at": success.finished_at, "result": result_of(success)},
+            )
+            if change is not None:
+                changes.append(change)
+        return changes
+
+    def _move_set(
+        self,
+        *,
+        source: str,
+        target: str,
+        now: datetime,
+        where: str,
+        params: Sequence[Any],
+        assignments: str = "",
+        assignment_params: Sequence[Any] = (),
+        message: str = "",
+    ) -> MovedSet:
+        """Move every execution in `source` matching `where` (SQL over the executions table) to
+        `target` in one UPDATE … RETURNING, with `assignments` (SQL SET clauses), and write their
+        events and, on a finished state, settle their jobs."""
+        sql, sql_params = self._move_set_sql(source, target, now, where, params, assignments, assignment_params)
+        with transaction.atomic(savepoint=False):
+            moved = [Moved(*row) for row in self.fetch(sql, sql_params, read_as=moved_fields())]
+            if moved:
+                self.record_events(
+                    [(m.id, m.attempt, m.worker_id) for m in moved],
+                    source=source,
+                    target=target,
+                    now=now,
+                    message=message,
+                )
+                if target in FINISHED:
+                    self.settle_jobs(job_ids=list({m.job_id for m in moved}), now=now)
+        return moved, [(m.id, m.job_id, m.tenant_id, target) for m in moved]
+
+    def _id_in(self, ids: Sequence[Any]) -> tuple[str, list]:
+        """SQL and parameters: `id` is one of `ids`."""
+        pk = tables.execution()._meta.pk
+        return f"id IN ({', '.join(['%s'] * len(ids))})", [pk.get_db_prep_value(as_uuid(i), self.db) for i in ids]
+
+    def pipelined(self) -> AbstractContextManager[None]:
+        """Statements sent inside go to the database together, none waiting for the answer to
+        the one before (an API request's BEGIN with its token's query, its audit row with its
+        COMMIT); an error of one is raised at the block's end, as the database's error. The
+        embedded default sends each as it comes."""
+        return contextlib.nullcontext()
+
+    def together(self) -> AbstractContextManager[None]:
+        """The writes made inside (statements nobody reads back: a create's job, execution, event,
+        wake-up and version) are sent at the block's end as one statement; an error of one is
+        raised there, as the database's error, and an error inside the block sends nothing.
+        They see the database as it was before all of them: none may depend on another's rows
+        but through a foreign key (checked at commit). The embedded default sends each as it
+        comes."""
+        return contextlib.nullcontext()
+
+    def insert_new(self, rows: Sequence[Model]) -> None:
+        """Insert new rows of one model (primary keys made in Python, or numbered by the database
+        and not read back) in as few statements as the database allows: a bulk submission's jobs,
+        their first executions and versions."""
+        if rows:
+            type(rows[0])._default_manager.bulk_create(rows)
+
+    def record_events(
+        self, rows: Sequence[tuple[Any, int, str]], *, source: str, target: str, now: datetime, message: str = ""
+    ) -> None:
+        """Append history rows (execution id, attempt, worker id). Also a new execution's first
+        event (source '') and events that change no state (QUEUED → QUEUED: published again)."""
+        event = tables.execution_event()
+        event._default_manager.bulk_create(
+            [
+                event(
+                    execution_id=execution_id,
+                    at=now,
+                    from_state=source,
+                    to_state=target,
+                    attempt=attempt,
+                    worker_id=worker_id or "",
+                    message=message,
+                )
+                for execution_id, attempt, worker_id in rows
+            ]
+        )
+
+    def create_fires(self, fires: Sequence[Fire], *, now: datetime) -> int:
+        """Insert a PENDING execution (origin SCHEDULE) and its first event for each of `fires`,
+        skipping a fire that exists already (the unique index execution_one_per_fire_step decides,
+        so two claims can never make one fire twice); a constant number of statements however
+        many. Returns how many were made."""
+        execution = tables.execution()
+        made = [
+            execution(
+                id=uuid.uuid4(),
+                job_id=f.job_id,
+                tenant_id=f.tenant_id,
+                pool=f.pool,
+                priority=f.priority,
+                scheduled_for=f.scheduled_for,
+                available_at=f.scheduled_for,
+                traceparent=f.traceparent,
+                created_at=now,
+                updated_at=now,
+            )
+            for f in fires
+        ]
+        if not made:
+            return 0
+        # INSERT OR IGNORE: the rows it skipped are told apart by their ids, which are ours.
+        execution._default_manager.bulk_create(made, ignore_conflicts=True)
+        kept = set(execution._default_manager.filter(pk__in=[e.pk for e in made]).values_list("pk", flat=True))
+        made_rows = [(i, 1, "") for i in kept]
+        self.record_events(made_rows, source="", target=PENDING, now=now, message="scheduled")
+        return len(kept)
+
+    def advance_jobs(self, next_fires: Mapping[Any, datetime]) -> None:
+        """Record each job's next fire (job id: time), in one statement."""
+        job_transitions.jobs_advance(next_fires=next_fires)
+
+    def notify_due(self, due: datetime) -> None:
+        """Wake sleeping dispatchers once this transaction commits: work is due at `due`. The
+        embedded default has no such signal; its dispatchers poll."""
+
+    def due_listener(self) -> "DueListener":
+        return Sleeper()
+
+    def notify_cancel(self, worker_id: str) -> None:
+        """Tell the worker process `worker_id` ("host:pid") once this transaction commits that one
+        of its runs was asked to cancel, so that it need not wait for its next heartbeat. The
+        embedded default has no such signal; its workers poll (`cancel_listener`)."""
+
+    def cancel_listener(self, *, host: str) -> "CancelListener":
+        """What a worker's cancel relay waits on: the worker ids on `host` with a new cancel request."""
+        return CancelPoller(host=host)
+
+    def measure_clock(self) -> datetime:
+        """The database's time now, for db_now() to anchor on (a remote clock only)."""
+        raise NotImplementedError

@@ -1,0 +1,518 @@
+"""The store's conformance suite: every named operation of store/interface.py, run against the
+store for the database in use. `make test` runs it on PostgreSQL (PostgresStore), the embedded
+run on SQLite (SqliteStore); both must answer alike. Marked `store`, so that a run can select
+just what differs between the stores (`-m store`). A new operation without a test here fails
+`test_every_operation_is_covered`."""
+
+import ast
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+
+from executions.models import Execution, ExecutionEvent, Run
+from executions.states import ExecutionState as S
+from jobs.models import Job
+from pools.models import PoolClock, PoolPause, PoolSample, TenantShare
+from store import Fire, OverBudget, Store, Success, store
+from store.interface import CancelListener, DueListener
+from tenants.models import ApiToken
+from tenants.services import token_create
+
+pytestmark = [pytest.mark.store, pytest.mark.django_db]
+
+LEASE = timedelta(seconds=30)
+WORKFLOW = {
+    "steps": [
+        {"name": "a", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": []},
+        {"name": "b", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": ["a"]},
+        {"name": "c", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": ["a"]},
+    ]
+}
+
+
+def _started(now) -> dict:
+    return {"started_at": now, "heartbeat_at": now, "worker_id": "h:1", "republish_at": None}
+
+
+def _execution(make_job, tenant, now, **fields) -> Execution:
+    """A one-off job's first execution, PENDING and due a minute ago."""
+    return make_job(
+        tenant, run_at=now - timedelta(minutes=1), now=now - timedelta(minutes=2), **fields
+    ).executions.get()
+
+
+def _queued(make_job, tenant, now, **fields) -> Execution:
+    execution = _execution(make_job, tenant, now, **fields)
+    (moved,), _ = store().queue([execution.pk], now=now, republish_at=now + LEASE)
+    return Execution.objects.get(pk=moved.id)
+
+
+def _running(make_job, tenant, now, **fields) -> Execution:
+    execution = _queued(make_job, tenant, now, **fields)
+    assert store().start(
+        execution_id=execution.pk, lease_token=execution.lease_token, now=now, lease=LEASE, values=_started(now)
+    )
+    return Execution.objects.get(pk=execution.pk)
+
+
+def _events(execution) -> list[tuple[str, str, str]]:
+    return list(
+        ExecutionEvent.objects.filter(execution_id=execution.pk)
+        .order_by("id")
+        .values_list("from_state", "to_state", "message")
+    )
+
+
+# --- one execution ----------------------------------------------------------------------------------------
+
+
+def test_move_moves_one_row_from_its_source_only_with_its_event(tenant, make_job, now):
+    execution = _execution(make_job, tenant, now)
+    values = {"queued_at": now, "republish_at": now + LEASE}
+
+    change = store().move(
+        execution_id=execution.pk, source=S.PENDING, target=S.QUEUED, now=now, values=values, message="m"
+    )
+    again = store().move(execution_id=execution.pk, source=S.PENDING, target=S.QUEUED, now=now, values=values)
+
+    assert change == (execution.pk, execution.job_id, tenant.pk, S.QUEUED)
+    assert again is None
+    assert _events(execution)[-1] == (S.PENDING, S.QUEUED, "m")
+
+
+def test_move_to_a_finished_state_settles_the_job(tenant, make_job, now):
+    execution = _execution(make_job, tenant, now)
+
+    store().move(execution_id=execution.pk, source=S.PENDING, target=S.CANCELLED, now=now, values={"finished_at": now})
+
+    assert Job.objects.get(pk=execution.job_id).state == "COMPLETED"
+
+
+def test_start_runs_a_queued_execution_under_its_lease_and_reads_what_its_handler_needs(tenant, make_job, now):
+    execution = _queued(make_job, tenant, now, payload={"n": 1})
+
+    wrong = store().start(
+        execution_id=execution.pk, lease_token=execution.lease_token + 1, now=now, lease=LEASE, values={}
+    )
+    started, change = store().start(
+        execution_id=execution.pk, lease_token=execution.lease_token, now=now, lease=LEASE, values=_started(now)
+    )
+
+    assert wrong is None
+    assert (started.id, started.handler, started.payload, started.tenant_slug) == (
+        execution.pk,
+        "noop",
+        {"n": 1},
+        tenant.slug,
+    )
+    assert change[3] == S.RUNNING
+    row = Execution.objects.get(pk=execution.pk)
+    assert (row.state, row.worker_id, row.lease_expires_at) == (S.RUNNING, "h:1", now + LEASE)
+    assert row.timeout_at is not None
+
+
+def test_succeed_many_records_each_success_under_its_own_lease(tenant, make_job, now):
+    first, second = _running(make_job, tenant, now), _running(make_job, tenant, now)
+    successes = [
+        Success(first.pk, first.lease_token, {"ok": 1}, now),
+        Success(second.pk, second.lease_token + 1, {"ok": 2}, now),  # a lease that moved on
+    ]
+
+    changes = store().succeed_many(successes, now=now, result_of=lambda success: success.result)
+
+    assert [(change[0], change[3]) for change in changes] == [(first.pk, S.SUCCEEDED)]
+    assert Execution.objects.get(pk=first.pk).result == {"ok": 1}
+    assert Execution.objects.get(pk=second.pk).state == S.RUNNING
+    assert Job.objects.get(pk=first.job_id).state == "COMPLETED"
+
+
+def test_heartbeat_extends_the_lease_of_the_worker_holding_it(tenant, make_job, now):
+    execution = _running(make_job, tenant, now)
+    later = now + timedelta(seconds=5)
+
+    beat = store().heartbeat(execution_id=execution.pk, lease_token=execution.lease_token, now=later, lease=LEASE)
+    lost = store().heartbeat(execution_id=execution.pk, lease_token=execution.lease_token + 1, now=later, lease=LEASE)
+
+    assert beat is not None and beat.cancel_requested_at is None and beat.timeout_at == execution.timeout_at
+    assert lost is None
+    assert Execution.objects.get(pk=execution.pk).lease_expires_at == later + LEASE
+
+
+# --- sets of executions -----------------------------------------------------------------------------------
+
+
+def test_queue_takes_the_pending_ones_each_under_a_new_lease(tenant, make_job, now):
+    pending, cancelled = _execution(make_job, tenant, now), _execution(make_job, tenant, now)
+    store().move(execution_id=cancelled.pk, source=S.PENDING, target=S.CANCELLED, now=now, values={"finished_at": now})
+
+    moved, changes = store().queue([pending.pk, cancelled.pk], now=now, republish_at=now + LEASE)
+
+    assert [(m.id, m.lease_token) for m in moved] == [(pending.pk, pending.lease_token + 1)]
+    assert changes == [(pending.pk, pending.job_id, tenant.pk, S.QUEUED)]
+    row = Execution.objects.get(pk=pending.pk)
+    assert (row.queued_at, row.republish_at, row.publish_count) == (now, now + LEASE, 1)
+    assert _events(row)[-1][:2] == (S.PENDING, S.QUEUED)
+
+
+def test_discard_dead_takes_the_dead_ones(tenant, make_job, now):
+    dead, pending = _execution(make_job, tenant, now), _execution(make_job, tenant, now)
+    Execution.objects.filter(pk=dead.pk).update(state=S.DEAD, finished_at=now)
+
+    moved, _ = store().discard_dead([dead.pk, pending.pk], now=now, message="gone")
+
+    assert [m.id for m in moved] == [dead.pk]
+    assert _events(dead)[-1] == (S.DEAD, S.DISCARDED, "gone")
+
+
+def test_rescue_lost_takes_the_expired_leases_nobody_asked_to_cancel(tenant, make_job, now):
+    lost, asked, alive = (_running(make_job, tenant, now) for _ in range(3))
+    later = now + LEASE + timedelta(seconds=1)
+    store().heartbeat(execution_id=alive.pk, lease_token=alive.lease_token, now=later, lease=LEASE)
+    Execution.objects.filter(pk=asked.pk).update(cancel_requested_at=now)
+
+    moved, _ = store().rescue_lost(now=later, limit=10, error="lost", error_fingerprint="f")
+
+    assert [m.id for m in moved] == [lost.pk]
+    row = Execution.objects.get(pk=lost.pk)
+    assert (row.state, row.error, row.error_fingerprint, row.finished_at) == (S.FAILED_WORKER_LOST, "lost", "f", later)
+
+
+def test_time_out_overdue_takes_the_runs_past_their_timeout(tenant, make_job, now):
+    late, in_time = _running(make_job, tenant, now), _running(make_job, tenant, now)
+    Execution.objects.filter(pk=late.pk).update(timeout_at=now)
+
+    moved, _ = store().time_out_overdue(
+        now=now, before=now + timedelta(seconds=1), limit=10, error="late", error_fingerprint="f"
+    )
+
+    assert [m.id for m in moved] == [late.pk]
+    assert Execution.objects.get(pk=late.pk).state == S.TIMED_OUT
+    assert Execution.objects.get(pk=in_time.pk).state == S.RUNNING
+
+
+def test_force_cancel_takes_the_requests_not_heeded(tenant, make_job, now):
+    asked, fresh = _running(make_job, tenant, now), _running(make_job, tenant, now)
+    Execution.objects.filter(pk=asked.pk).update(cancel_requested_at=now - timedelta(minutes=5))
+    Execution.objects.filter(pk=fresh.pk).update(cancel_requested_at=now)
+
+    moved, _ = store().force_cancel(now=now, requested_before=now - timedelta(minutes=1), limit=10, message="forced")
+
+    assert [m.id for m in moved] == [asked.pk]
+    assert Job.objects.get(pk=asked.job_id).state == "COMPLETED"
+
+
+def test_release_cancel_and_reblock_steps_move_the_named_steps_of_a_run(tenant, make_job, now):
+    job = make_job(tenant, workflow=WORKFLOW, pool="", handler="", run_at=now, now=now)
+    run = Run.objects.get(job=job)
+
+    released, _ = store().release_steps(run_id=run.pk, names=["b"], now=now, message="go")
+    cancelled, _ = store().cancel_steps(run_id=run.pk, names=["c"], now=now, message="no")
+    reblocked, _ = store().reblock_steps(
+        run_id=run.pk, names=["c"], now=now, message="again", fresh={"finished_at": None, "worker_id": ""}
+    )
+
+    assert [(m.run_id, Execution.objects.get(pk=m.id).step) for m in released] == [(run.pk, "b")]
+    assert len(cancelled) == len(reblocked) == 1
+    states = dict(Execution.objects.filter(run=run).values_list("step", "state"))
+    assert states == {"a": S.PENDING, "b": S.PENDING, "c": S.BLOCKED}
+    c = Execution.objects.get(run=run, step="c")
+    assert (c.finished_at, c.attempt) == (None, 1)  # it had not started: the same attempt
+    assert [event[2] for event in _events(c)][-2:] == ["no", "again"]
+
+
+# --- executions without a move -----------------------------------------------------------------------------
+
+
+def test_request_cancel_records_the_request_once(tenant, make_job, now):
+    execution = _running(make_job, tenant, now)
+
+    assert store().request_cancel(execution_id=execution.pk, now=now, message="asked")
+    assert not store().request_cancel(execution_id=execution.pk, now=now, message="asked again")
+    assert Execution.objects.get(pk=execution.pk).cancel_requested_at == now
+    assert _events(execution)[-1] == (S.RUNNING, S.RUNNING, "asked")
+
+
+def test_republish_stalled_doubles_the_grace_of_the_queued_ones_not_started(tenant, make_job, now):
+    execution = _queued(make_job, tenant, now)
+    later = now + LEASE + timedelta(seconds=1)
+
+    (again,) = store().republish_stalled(now=later, grace_seconds=10, limit=10)
+
+    assert (again.id, again.lease_token) == (execution.pk, execution.lease_token)
+    row = Execution.objects.get(pk=execution.pk)
+    assert (row.publish_count, row.republish_at) == (2, later + timedelta(seconds=20))
+    assert store().republish_stalled(now=later, grace_seconds=10, limit=10) == []
+
+
+def test_lock_finished_names_the_executions_finished_before_a_time(tenant, make_job, now):
+    old, new, _open = (_execution(make_job, tenant, now) for _ in range(3))
+    Execution.objects.filter(pk=old.pk).update(state=S.SUCCEEDED, finished_at=now - timedelta(days=2))
+    Execution.objects.filter(pk=new.pk).update(state=S.SUCCEEDED, finished_at=now)
+
+    with transaction.atomic():
+        assert store().lock_finished(before=now - timedelta(days=1), limit=10) == [old.pk]
+
+
+# --- writes ---------------------------------------------------------------------------------------------
+
+
+def _job(tenant) -> Job:
+    return Job(
+        id=uuid.uuid4(), tenant=tenant, name="j", type="ONCE", pool="default", handler="noop", run_at=timezone.now()
+    )
+
+
+def test_insert_new_pipelined_and_together_write_new_rows(tenant):
+    jobs = [_job(tenant) for _ in range(3)]
+
+    with store().pipelined():
+        store().insert_new(jobs[:1])
+    with transaction.atomic(), store().together():
+        store().insert_new(jobs[1:])
+
+    assert Job.objects.filter(pk__in=[j.pk for j in jobs]).count() == 3
+
+
+def test_record_events_appends_history(tenant, make_job, now):
+    execution = _execution(make_job, tenant, now)
+
+    store().record_events([(execution.pk, 1, "w")], source=S.PENDING, target=S.PENDING, now=now, message="note")
+
+    assert _events(execution)[-1] == (S.PENDING, S.PENDING, "note")
+
+
+def test_create_fires_makes_each_fire_once(tenant, make_job, now):
+    job = make_job(tenant, type="CRON", schedule="0 * * * *", now=now)
+    at = now.replace(microsecond=0) + timedelta(days=3)
+    fire = Fire(job.pk, tenant.pk, "default", 1, at)
+
+    assert store().create_fires([fire], now=now) == 1
+    assert store().create_fires([fire], now=now) == 0
+    made = Execution.objects.get(job=job, scheduled_for=at)
+    assert (made.state, made.origin, _events(made)) == (S.PENDING, "SCHEDULE", [("", S.PENDING, "scheduled")])
+
+
+def test_advance_jobs_and_job_rows(tenant, make_job, now):
+    job = make_job(tenant, type="CRON", schedule="0 * * * *", now=now)
+    fire = now + timedelta(hours=5)
+
+    store().advance_jobs({job.pk: fire})
+
+    assert store().job_rows([job.pk], ["id", "next_fire_at", "schedule"]) == [(job.pk, fire, "0 * * * *")]
+
+
+def test_settle_jobs_completes_a_one_off_job_with_nothing_left_to_run(tenant, make_job, now):
+    execution = _execution(make_job, tenant, now)
+    running = _execution(make_job, tenant, now)
+    Execution.objects.filter(pk=execution.pk).update(state=S.SUCCEEDED, finished_at=now)
+
+    store().settle_jobs(job_ids=[execution.job_id, running.job_id], now=now)
+
+    assert Job.objects.get(pk=execution.job_id).state == "COMPLETED"
+    assert Job.objects.get(pk=running.job_id).state == "ACTIVE"
+
+
+# --- reads ------------------------------------------------------------------------------------------------
+
+
+def test_next_due_at_is_the_earliest_due_after_a_time(tenant, make_job, now):
+    soon = make_job(tenant, run_at=now + timedelta(minutes=5), now=now).executions.get()
+    make_job(tenant, run_at=now + timedelta(minutes=9), now=now)
+
+    assert store().next_due_at(after=now) == soon.available_at
+    assert store().next_due_at(after=now + timedelta(minutes=10)) is None
+
+
+def test_pool_buckets_sum_the_minutes_of_a_bucket(tenant, other_tenant):
+    start = timezone.now().replace(second=0, microsecond=0) - timedelta(hours=1)
+    for minute in range(3):
+        for who in (None, tenant, other_tenant):
+            PoolSample.objects.create(
+                at=start + timedelta(minutes=minute), pool="default", tenant=who, due=2, started=1
+            )
+
+    totals = store().pool_buckets(since=start, end=start + timedelta(minutes=3), bucket_seconds=120, tenant_ids=None)
+    both = store().pool_buckets(
+        since=start, end=start + timedelta(minutes=3), bucket_seconds=180, tenant_ids=[tenant.pk, other_tenant.pk]
+    )
+
+    assert sorted((b, pool, due, started) for b, pool, due, _, _, _, _, started, *_ in totals) == [
+        (0, "default", 2, 2),
+        (1, "default", 2, 1),
+    ]
+    assert [(b, due, started) for b, _, due, _, _, _, _, started, *_ in both] == [(0, 4, 6)]
+    assert store().pool_buckets(since=start, end=start, bucket_seconds=60, tenant_ids=[]) == []
+
+
+def test_api_token_finds_a_live_token_with_its_tenant(tenant):
+    token, raw = token_create(tenant=tenant, name="ci")
+
+    found = store().api_token(key_hash=ApiToken.hash_key(raw))
+    ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
+
+    assert found is not None and (found.pk, found.tenant.slug) == (token.pk, tenant.slug)
+    assert store().api_token(key_hash=ApiToken.hash_key(raw)) is None
+
+
+# --- the dashboard's reads -------------------------------------------------------------------------------
+
+
+def test_walk_counts_counts_each_capped_walk_in_one_statement(tenant, make_job, now):
+    for _ in range(3):
+        _execution(make_job, tenant, now)
+    pending = Execution.objects.filter(state=S.PENDING).order_by().values("pk")
+
+    dead = Execution.objects.filter(state=S.DEAD).values("pk")
+
+    assert store().walk_counts([pending[:2], pending[:10], dead[:5]]) == [2, 3, 0]
+
+
+def test_live_cursors_are_the_newest_event_and_audit_row(tenant, make_job, now):
+    execution = _execution(make_job, tenant, now)
+
+    event_id, audit_id = store().live_cursors()
+
+    assert event_id == ExecutionEvent.objects.filter(execution=execution).latest("id").id
+    assert audit_id >= 0
+
+
+def test_estimate_rows_is_a_guess_or_none(tenant, make_job, now):
+    _execution(make_job, tenant, now)
+
+    guess = store().estimate_rows(Execution.objects.all())
+
+    assert guess is None or guess >= 0
+
+
+def test_start_lags_per_minute_and_over_all(tenant, make_job, now):
+    from readmodels.start_lag import could_run_from
+
+    runs = [_running(make_job, tenant, now) for _ in range(2)]
+    # Due a minute before they started, made before that.
+    Execution.objects.filter(pk__in=[r.pk for r in runs]).update(created_at=now - timedelta(minutes=2))
+
+    per_minute, (count, p50, p99) = store().start_lags(
+        Execution.objects.filter(pk__in=[r.pk for r in runs]), could_run_from=could_run_from()
+    )
+
+    assert count == 2 and p50 == pytest.approx(60, abs=1) and p99 == pytest.approx(60, abs=1)
+    assert list(per_minute) == [now.replace(second=0, microsecond=0)]
+
+
+def test_statement_budget_stops_a_long_read_where_the_store_bounds_statements():
+    with store().statement_budget(10_000):
+        assert Execution.objects.count() == 0
+    if store().bounds_statements:
+        with pytest.raises(OverBudget), store().statement_budget(1), transaction.get_connection().cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(0.2)")
+
+
+def test_newest_first_merges_ordered_walks(tenant, other_tenant, make_job, now):
+    mine = [_execution(make_job, tenant, now) for _ in range(2)]
+    theirs = [_execution(make_job, other_tenant, now) for _ in range(2)]
+    order = ("-scheduled_for", "-id")
+    walks = [
+        Execution.objects.filter(tenant=t).order_by(*order).values_list("scheduled_for", "id")
+        for t in (tenant, other_tenant)
+    ]
+    everything = Execution.objects.filter(tenant__in=[tenant, other_tenant]).values_list("scheduled_for", "id")
+
+    rows = store().newest_first(walks, everything, 0, 3, order=order)
+
+    expected = sorted(((e.scheduled_for, e.pk) for e in mine + theirs), reverse=True)[:3]
+    assert [tuple(row) for row in rows] == expected
+
+
+# --- wake-ups and the clock ---------------------------------------------------------------------------------
+
+
+def test_notify_due_and_its_listener(now):
+    listener = store().due_listener()
+    try:
+        store().notify_due(now)  # delivered where the database notifies (autocommit here)
+        heard = listener.wait(0.5 if store().due_notifications else 0.01, lambda seconds: None)
+    finally:
+        listener.close()
+
+    assert isinstance(listener, DueListener)
+    assert (heard is not None) == (store().due_notifications and not transaction.get_connection().in_atomic_block)
+
+
+def test_notify_cancel_and_the_cancel_listener(tenant, make_job, now):
+    listener = store().cancel_listener(host="h")
+    try:
+        execution = _running(make_job, tenant, now)
+        store().request_cancel(execution_id=execution.pk, now=now, message="asked")
+        store().notify_cancel("h:1")
+        heard = listener.wait(0.5, lambda seconds: None)
+    finally:
+        listener.close()
+
+    assert isinstance(listener, CancelListener)
+    assert heard in ([], ["h:1"])  # NOTIFY waits for a commit that a test's transaction never makes
+
+
+def test_measure_clock_is_the_database_time_where_it_is_another_hosts():
+    if store().remote_clock:
+        assert abs(store().measure_clock() - timezone.now()) < timedelta(minutes=1)
+    else:
+        with pytest.raises(NotImplementedError):
+            store().measure_clock()
+
+
+# --- the claim -----------------------------------------------------------------------------------------------
+
+
+def test_the_claims_reads_find_the_due_work_of_active_jobs(tenant, other_tenant, make_job, now):
+    mine = _execution(make_job, tenant, now)
+    theirs = _execution(make_job, other_tenant, now, priority=0)
+    paused = _execution(make_job, tenant, now)
+    Job.objects.filter(pk=paused.job_id).update(state="PAUSED")
+
+    with transaction.atomic():
+        store().claim_lock()
+        assert store().anything_due(now=now)
+        due = store().due_in_pool(pool="default", now=now, limit=10)
+        heads = dict(store().due_heads(pool="default", priority=1, tenant_ids=[tenant.pk, other_tenant.pk], now=now))
+        of_tenants = store().due_of_tenants(pool="default", priority=1, quotas={tenant.pk: 5}, now=now)
+
+    assert [row[0] for row in due] == [theirs.pk, mine.pk]  # HIGH first
+    assert due[0] == (theirs.pk, False, other_tenant.pk, 0)
+    assert heads == {tenant.pk: mine.available_at}
+    assert [row[0] for row in of_tenants] == [mine.pk]
+    assert not store().anything_due(now=now - timedelta(hours=1))
+
+
+def test_snapshot_shares_and_save_shares(tenant, make_job, now):
+    _queued(make_job, tenant, now)
+    _execution(make_job, tenant, now)
+    PoolPause.objects.create(pool="batch", paused_at=now)
+
+    snapshot = store().snapshot(live_since=now - timedelta(minutes=1))
+    store().save_shares(pool="default", finish_tags={tenant.pk: 2.5}, virtual_time=1.5)
+    clock, shares = store().shares(pool="default")
+
+    assert ("default", tenant.pk, "QUEUED", 1) in snapshot.admitted
+    assert snapshot.paused == frozenset({"batch"})
+    assert clock == 1.5
+    assert (tenant.pk, tenant.weight, tenant.max_concurrent_executions, 2.5) in shares
+    assert TenantShare.objects.get(tenant=tenant, pool="default").finish_tag == 2.5
+    assert PoolClock.objects.get(pool="default").virtual_time == 1.5
+
+
+# --- the suite itself ---------------------------------------------------------------------------------------
+
+
+def test_every_operation_is_covered():
+    """Each of the interface's operations is called somewhere in this suite."""
+    called = {
+        node.func.attr
+        for node in ast.walk(ast.parse(Path(__file__).read_text()))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+    }
+
+    assert sorted(Store.__abstractmethods__ - called) == []
