@@ -1,8 +1,9 @@
-"""The job's fields, declared once: what each is, whose definition holds it, whether its versions
-keep it, whether a workflow step may set its own. In the model's names (snake_case): the API's
-names for them are the web's business (web/api/job_api_names.py), and so is each field's
-serializer; this table is what those, the versions and their diff (jobs/versions.py), a run's
-steps (scheduling/runs.py) and the dashboard's form all read.
+"""The job's fields, declared once: what each is, whose definition holds it, whether a workflow
+step may set its own. The table is the job's definition (what it was asked to do: what a PUT may
+change, what its versions keep and diff); the rest of the model is INTERNAL. In the model's names
+(snake_case): the API's names for them are the web's business (web/api/job_api_names.py), and so
+are the serializers that read this table; the versions and their diff (jobs/versions.py), a
+run's steps (scheduling/runs.py) and the dashboard's form read it too.
 
 Adding a field to a job: docs/architecture.md, "Where to add things". jobs/tests/test_fields.py
 holds every model field of Job to this table or to INTERNAL.
@@ -69,11 +70,11 @@ FIELDS: tuple[JobField, ...] = (
         "instant",
         held=lambda job: job.type == JobType.INTERVAL or (job.type == JobType.CRON and job.start_at is not None),
     ),
-    # A workflow job's steps carry its targets and payloads.
-    JobField("workflow", "json", held=_is_workflow),
     JobField("pool", "text", group="target", held=_has_target),
     JobField("handler", "text", group="target", held=_has_target),
     JobField("payload", "json", held=_has_target),
+    # A workflow job's steps carry its targets and payloads: it has these instead.
+    JobField("workflow", "json", held=_is_workflow),
     # An EVENT job's event is its timing.
     JobField("event_name", "text", held=_timing_of(JobType.EVENT)),
     JobField("event_filter", "json", held=_timing_of(JobType.EVENT)),

@@ -3,6 +3,7 @@ what each change changed and who made it) and `POST /v1/jobs/{id}/versions/{n}/r
 version n's definition current again, as a new version). The versions are written by
 scheduling's job_create and job_update (jobs.versions); a restore is an update."""
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db import transaction
@@ -14,12 +15,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from executions.clock import db_now
-from jobs.models import Backoff, ConcurrencyPolicy, Job, JobType, JobVersion, MisfirePolicy, Priority
+from jobs.fields import FIELDS, GROUPS, JobField
+from jobs.models import Job, JobVersion, Priority
 from jobs.selectors import job_get, job_locked
 from jobs.versions import version_get, version_latest, version_one, versions_stored
 from scheduling.job_changes import job_update
 from tenants.selectors import scope_of
-from web.api.job_api_names import api_definition, api_path
+from web.api.job_api_names import API_NAME, api_definition, api_path
 from web.api.job_fields import PayloadField, StoredChoiceField
 from web.api.job_serializers import JobOutputSerializer, JobUpdateSerializer
 from web.api.workflow_serializers import EventFilterField, WorkflowField
@@ -53,23 +55,60 @@ def job_version_restore(*, job: Job, version: JobVersion, actor: str, now) -> Jo
 # --- Output ----------------------------------------------------------------------------------------
 
 
-class VersionTargetSerializer(serializers.Serializer):
-    pool = serializers.CharField()
-    handler = serializers.CharField()
-
-
-class VersionRetryPolicySerializer(serializers.Serializer):
-    maxAttempts = serializers.IntegerField()
-    backoff = StoredChoiceField(Backoff.values)
-    initialDelayMs = serializers.IntegerField()
-    maxDelayMs = serializers.IntegerField()
-    jitter = serializers.BooleanField()
-
-
 @extend_schema_field(EventFilterField(allow_null=True))
 class _DefinitionFilter(EventFilterField):
     """A definition's `filter`: null as an EVENT job without one stores it, and left out of other
     jobs' definitions. Not allow_null, with which DRF would answer null for those instead."""
+
+
+# A field of a definition by its kind (jobs/fields.py); a document by its own field.
+_BY_KIND: dict[str, Callable[..., serializers.Field]] = {
+    "text": serializers.CharField,
+    "integer": serializers.IntegerField,
+    "instant": serializers.DateTimeField,
+    "boolean": serializers.BooleanField,
+    "priority": lambda **kwargs: StoredChoiceField(Priority.names, **kwargs),
+    "choice": lambda *, name, **kwargs: StoredChoiceField(
+        # The model field's choices (a ForeignObjectRel has none: no job field of kind "choice" is one).
+        [value for value, _ in getattr(Job._meta.get_field(name), "choices", None) or ()],
+        **kwargs,
+    ),
+}
+_DOCUMENTS: dict[str, Callable[..., serializers.Field]] = {
+    "payload": PayloadField,
+    "workflow": WorkflowField,
+    "event_filter": _DefinitionFilter,
+}
+
+
+def _definition_fields(fields: Sequence[JobField]) -> dict[str, serializers.Field]:
+    """The serializer fields of a definition's `fields` (jobs/fields.py), by their API names: a
+    field every job's definition holds is required, the others are there for the jobs that hold
+    them."""
+    made: dict[str, serializers.Field] = {}
+    for field in fields:
+        # A group's object is there whole or not at all (VersionDefinitionSerializer says which).
+        required = field.held is None or bool(field.group)
+        if field.name in _DOCUMENTS:
+            made[API_NAME[field.name]] = _DOCUMENTS[field.name](required=required)
+        elif field.kind == "choice":
+            made[API_NAME[field.name]] = _BY_KIND["choice"](name=field.name, required=required)
+        else:
+            made[API_NAME[field.name]] = _BY_KIND[field.kind](required=required)
+    return made
+
+
+class VersionTargetSerializer(serializers.Serializer):
+    def get_fields(self):
+        return _definition_fields(GROUPS["target"])
+
+
+class VersionRetryPolicySerializer(serializers.Serializer):
+    def get_fields(self):
+        return _definition_fields(GROUPS["retry_policy"])
+
+
+_GROUP_SERIALIZERS = {"target": VersionTargetSerializer, "retry_policy": VersionRetryPolicySerializer}
 
 
 class VersionDefinitionSerializer(serializers.Serializer):
@@ -79,24 +118,16 @@ class VersionDefinitionSerializer(serializers.Serializer):
     `startAt` (INTERVAL), `on` and `filter` (EVENT). A workflow job has
     `workflow` instead of `target` and `payload`."""
 
-    name = serializers.CharField()
-    type = StoredChoiceField(JobType.values)
-    runAt = serializers.DateTimeField(required=False)
-    delaySec = serializers.IntegerField(required=False)
-    schedule = serializers.CharField(required=False)
-    timezone = serializers.CharField(required=False)
-    everySec = serializers.IntegerField(required=False)
-    startAt = serializers.DateTimeField(required=False)
-    target = VersionTargetSerializer(required=False)
-    payload = PayloadField(required=False)
-    workflow = WorkflowField(required=False)
-    on = serializers.CharField(required=False)
-    filter = _DefinitionFilter(required=False)
-    retryPolicy = VersionRetryPolicySerializer()
-    timeoutSec = serializers.IntegerField()
-    priority = StoredChoiceField(Priority.names)
-    misfirePolicy = StoredChoiceField(MisfirePolicy.values)
-    concurrencyPolicy = StoredChoiceField(ConcurrencyPolicy.values)
+    def get_fields(self):
+        # The table's fields (jobs/fields.py) in its order, a group as an object of its own.
+        made: dict[str, serializers.Field] = {}
+        for field in FIELDS:
+            if not field.group:
+                made.update(_definition_fields([field]))
+            elif API_NAME[field.group] not in made:
+                required = all(member.held is None for member in GROUPS[field.group])
+                made[API_NAME[field.group]] = _GROUP_SERIALIZERS[field.group](required=required)
+        return made
 
     def to_representation(self, instance):
         # A version keeps its definition in the model's names (jobs.versions).
