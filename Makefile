@@ -5,10 +5,15 @@ BIN := $(VENV)/bin
 # Tests run on PostgreSQL and Redis; pytest-django creates and drops test_<name>.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/tickwork_test
 # The second run, on the embedded default: a SQLite file (test_tickwork.sqlite3) under this folder
-# and kombu's filesystem broker. tests_smoke and tests_standalone start their own embedded
-# installs whatever the run's database, so the first run covers them.
+# and kombu's filesystem broker, for the tests that differ between the stores (marked
+# `both_stores` by conftest.py, which says which and why: the store's and the roles' packages, the
+# end-to-end tests, and modules that branch on the store).
 EMBEDDED_VAR_DIR ?= var/test-embedded
-EMBEDDED_TESTS ?= telemetry tenants jobs pools store executions scheduling readmodels events audit alerts background dispatcher worker maintenance web dashboard tests_e2e tests_docs --ignore=dashboard/tests/test_browser.py
+# pytest-xdist: this many test processes at once (many tests wait on subprocesses, so more than
+# the CPUs pays); conftest.py keeps what must stay together on one of them (`--dist loadgroup`),
+# testing/xdist_isolation.py gives each its own databases and folders. PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= 0
+XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
@@ -43,9 +48,9 @@ lint: install-dev
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
 ## Install and run the whole test suite but the perf layer (needs PostgreSQL, Redis and RabbitMQ
-## on localhost), then the dispatcher, sweeper, worker and API tests again on the embedded default.
+## on localhost), then what differs between the stores again on the embedded default.
 test: lint
-	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python -m pytest -m "not perf" $(PYTEST_ARGS)
+	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python -m pytest -m "not perf" $(XDIST) $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-embedded
 
 ## The unit layer: pure logic, no server. Every server address points at a closed port, so a
@@ -62,7 +67,7 @@ test-perf: install-dev
 test-embedded: install-dev
 	rm -rf $(EMBEDDED_VAR_DIR)
 	env -u DATABASE_URL -u CELERY_BROKER_URL -u REDIS_URL TICKWORK_VAR_DIR=$(abspath $(EMBEDDED_VAR_DIR)) \
-		$(BIN)/python -m pytest -m "not perf" $(EMBEDDED_TESTS) $(PYTEST_ARGS)
+		$(BIN)/python -m pytest -m "not perf" --both-stores-only $(XDIST) $(PYTEST_ARGS)
 
 ## A typed Python client of the API, generated from its live schema into clients/python/ (README,
 ## "Generated client"); URL=https://… takes a running server's schema instead of starting one here.

@@ -138,10 +138,86 @@ _DATABASE_FIXTURES = {
 }
 
 
+# --- Both stores -----------------------------------------------------------------------------------
+# `make test` runs the suite on PostgreSQL, then again on the embedded default (SQLite and the file
+# broker) only what can differ between the two stores: the tests marked `both_stores`. Marked here,
+# of the tests that reach a store (not unit tests):
+# - the store's conformance suite (marked `store`), and the rest of the packages of the store, of
+#   the execution state machine that writes through it, of the roles that run on it (the alerter
+#   is one) and tests_e2e (real roles on the store and its broker): their SQL, locks, wake-ups and
+#   brokers are the store's own;
+# - those of a module that branches on the store (names `connection.vendor`): what it checks
+#   differs by store.
+# A test elsewhere that covers a store-specific path says `@pytest.mark.both_stores` itself (pages
+# over the store's reads). Not marked: the browser tests (the page, not the store), tests_schema
+# (PostgreSQL's), tests_smoke and tests_standalone (they start embedded installs of their own
+# whatever the run's store). `make test-embedded` passes --both-stores-only, so a `-m` of its own
+# (PYTEST_ARGS) still selects within it.
+# `make test-embedded` passes --both-stores-only, so a `-m` of its own (PYTEST_ARGS) still selects within it.
+_STORE_PACKAGES = ("store", "executions", "dispatcher", "worker", "maintenance", "background", "alerts", "tests_e2e")
+_BRANCHES_ON_STORE = "connection.vendor"
+
+
+def _branches_on_store(path, seen: dict) -> bool:
+    if path not in seen:
+        seen[path] = _BRANCHES_ON_STORE in path.read_text()
+    return seen[path]
+
+
+# --- Parallel runs (pytest-xdist, `--dist loadgroup`) ----------------------------------------------
+# Tests spread over the workers one by one, but for these, which keep to one worker (an xdist group):
+# - a test that uses a module-scoped fixture goes with its module, so the fixture (a stack of
+#   processes, a virtualenv) starts once;
+# - the browser tests together: their stacks share one Redis database (TICKWORK_TEST_REDIS) and
+#   flush it as they start; so do the tests of a module naming a shared Redis database below.
+_SHARED_REDIS = ("TICKWORK_TEST_PUBLISHER_REDIS_DB", "TICKWORK_TEST_STANDALONE_REDIS_DB")
+
+
+def _xdist_group(item, seen: dict) -> str | None:
+    if item.get_closest_marker("browser"):
+        return "browser"
+    module = item.path
+    if module not in seen:
+        source = module.read_text()
+        seen[module] = next((name for name in _SHARED_REDIS if name in source), None)
+    if seen[module]:
+        return seen[module]
+    definitions = item._fixtureinfo.name2fixturedefs.values()
+    if any(defs[-1].scope in ("module", "package", "class") for defs in definitions):
+        return str(module)
+    return None
+
+
+def _in_group(item, group: str) -> None:
+    """What xdist's loadgroup reads: the group after an `@` in the test's id. pytest-xdist 3.8 writes
+    it to `_nodeid`, which pytest 9.2's structured ids no longer read (pytest-xdist issue 1386), so
+    the groups were silently ignored; this writes the id pytest does read."""
+    from _pytest.nodeid import coerce_node_id
+
+    item._id = coerce_node_id(f"{item.nodeid}@{group}")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--both-stores-only", action="store_true", help="only the tests marked both_stores (conftest.py)")
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these markers
 def pytest_collection_modifyitems(config, items):
+    branches, shares = {}, {}
+    parallel = bool(getattr(config, "workerinput", None))
     for item in items:
-        if any(item.get_closest_marker(layer) for layer in _OWN_LAYERS):
-            continue
-        touches_database = item.get_closest_marker("django_db") or _DATABASE_FIXTURES & set(item.fixturenames)
-        item.add_marker(pytest.mark.integration if touches_database else pytest.mark.unit)
+        if not any(item.get_closest_marker(layer) for layer in _OWN_LAYERS):
+            touches_database = item.get_closest_marker("django_db") or _DATABASE_FIXTURES & set(item.fixturenames)
+            item.add_marker(pytest.mark.integration if touches_database else pytest.mark.unit)
+        if not item.get_closest_marker("unit") and (
+            item.get_closest_marker("store")
+            or item.path.relative_to(config.rootpath).parts[0] in _STORE_PACKAGES
+            or _branches_on_store(item.path, branches)
+        ):
+            item.add_marker(pytest.mark.both_stores)
+        if parallel and not item.get_closest_marker("xdist_group") and (group := _xdist_group(item, shares)):
+            item.add_marker(pytest.mark.xdist_group(group))
+            _in_group(item, group)
+    if config.getoption("both_stores_only"):
+        config.hook.pytest_deselected(items=[item for item in items if not item.get_closest_marker("both_stores")])
+        items[:] = [item for item in items if item.get_closest_marker("both_stores")]

@@ -12,7 +12,8 @@ from executions import transitions
 from executions.models import Execution
 from executions.states import ExecutionState as S
 
-pytestmark = pytest.mark.django_db
+# The executions list walks newest first as each store spells it (the store's `newest_first`).
+pytestmark = [pytest.mark.django_db, pytest.mark.both_stores]
 
 
 def _search(scope, q: str, **filters) -> set:

@@ -19,6 +19,9 @@ FIRST = uuid.UUID("abcdef01-0000-4000-8000-000000000001")
 SECOND = uuid.UUID("abcdef01-ffff-4fff-bfff-ffffffffffff")  # the same 8 first characters
 THIRD = uuid.UUID("abcdef02-0000-4000-8000-000000000000")
 
+# An id is a uuid on PostgreSQL and 32 hex characters on SQLite: a prefix is a range of either.
+pytestmark = pytest.mark.both_stores
+
 
 def test_the_id_forms_the_pages_show():
     from web.id_search import IdSpan, id_span
