@@ -26,10 +26,6 @@ MOVE_SET = (
     " WHERE state = %s AND ({where})"
     f" RETURNING {MOVED_COLUMNS}"
 )
-# A sweeper's batch: up to %s RUNNING executions matching {condition}, {skip_locked} appended.
-RUNNING_BATCH = (
-    "id IN (SELECT id FROM executions_execution WHERE state = 'RUNNING' AND {condition} LIMIT %s{skip_locked})"
-)
 STEPS_OF_RUN = "run_id = %s AND step IN ({names})"
 
 # The sweeper's conditions, each over RUNNING executions.

@@ -36,8 +36,9 @@ from tenants.models import ApiToken, Tenant
 
 
 class SharedStore(Statements, Store):
-    # Appended to a batch's inner SELECT so concurrent sweepers take disjoint rows.
-    skip_locked: ClassVar[str]
+    # A sweeper's batch as a condition: up to a limit of RUNNING executions matching {condition},
+    # disjoint from a concurrent sweeper's.
+    running_batch: ClassVar[str]
     # A pool sample's bucket: whole buckets (seconds, the second parameter) since the first parameter.
     sample_bucket: ClassVar[str]
 
@@ -188,9 +189,9 @@ class SharedStore(Statements, Store):
         return sql, [str(target), now, *assignment_params, str(source), *params]
 
     def _running_batch(self, *, condition: str, params: list, limit: int, **move: Any) -> MovedSet:
-        """`_move_set` of up to `limit` RUNNING executions matching `condition` (SQL), taken with
-        `skip_locked` so that concurrent sweepers take disjoint rows."""
-        where = queries.RUNNING_BATCH.format(condition=condition, skip_locked=self.skip_locked)
+        """`_move_set` of up to `limit` RUNNING executions matching `condition` (SQL), taken as the
+        store's `running_batch` says, so that concurrent sweepers take disjoint rows."""
+        where = self.running_batch.format(condition=condition)
         return self._move_set(source=RUNNING, where=where, params=[*params, limit], **move)
 
     def _of_run(self, run_id: Any, names: Sequence[str]) -> tuple[str, list]:

@@ -5,8 +5,14 @@ Why each is shaped as it is, and what it saved, is in bench/README.md ("The stor
 from store.queries import ACTIVE_JOB, MOVED_COLUMNS, RECURS
 from store.tables import FINISHED
 
-# A sweeper's batch is taken with row locks that concurrent sweepers skip: disjoint batches.
-SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
+# A sweeper's batch: up to %s RUNNING executions matching {condition}, locked, skipping the rows
+# another sweeper holds (disjoint batches). ARRAY(…) because it is evaluated once: as `id IN
+# (SELECT … LIMIT … SKIP LOCKED)` the planner may re-scan the subquery inside its join, and each
+# re-scan, no longer seeing the rows already moved, took more: a limit of 2 moved 5.
+RUNNING_BATCH = (
+    "id = ANY(ARRAY(SELECT id FROM executions_execution WHERE state = 'RUNNING' AND {condition}"
+    " LIMIT %s FOR UPDATE SKIP LOCKED))"
+)
 # A pool sample's bucket. date_part, not EXTRACT: EXTRACT gives numeric (PostgreSQL 14 on), slow
 # over a week's minutes.
 SAMPLE_BUCKET = "CAST(floor(date_part('epoch', s.at - %s) / %s) AS INTEGER)"

@@ -47,7 +47,7 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
 
     remote_clock: ClassVar[bool] = True
 
-    skip_locked: ClassVar[str] = " FOR UPDATE SKIP LOCKED"
+    running_batch: ClassVar[str] = queries.RUNNING_BATCH
 
     due_notifications: ClassVar[bool] = True
 

@@ -3,8 +3,9 @@ store/queries.py."""
 
 from store.queries import ACTIVE_JOB, RECURS
 
-# No row locks: one writer at a time.
-SKIP_LOCKED = ""
+# A sweeper's batch: up to %s RUNNING executions matching {condition}. No row locks: one writer
+# at a time.
+RUNNING_BATCH = "id IN (SELECT id FROM executions_execution WHERE state = 'RUNNING' AND {condition} LIMIT %s)"
 # A pool sample's bucket: whole buckets (seconds, the second parameter) since the first
 # parameter. Half a second more: julianday's arithmetic is in floating point.
 SAMPLE_BUCKET = "CAST(((julianday(s.at) - julianday(%s)) * 86400.0 + 0.5) / %s AS INTEGER)"

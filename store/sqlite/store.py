@@ -33,8 +33,7 @@ class SqliteStore(SqliteAdmission, SqliteReads, SharedStore):
     # Whether the database's clock is another host's (db_now() measures it) or this host's.
     remote_clock: ClassVar[bool] = False
 
-    # Appended to a batch's inner SELECT so concurrent sweepers take disjoint rows.
-    skip_locked: ClassVar[str] = queries.SKIP_LOCKED
+    running_batch: ClassVar[str] = queries.RUNNING_BATCH
 
     # How often a dispatcher must look for due work when nothing wakes it.
     due_notifications: ClassVar[bool] = False

@@ -177,6 +177,18 @@ def test_rescue_lost_takes_the_expired_leases_nobody_asked_to_cancel(tenant, mak
     assert (row.state, row.error, row.error_fingerprint, row.finished_at) == (S.FAILED_WORKER_LOST, "lost", "f", later)
 
 
+def test_a_sweepers_batch_moves_at_most_its_limit(tenant, make_job, now):
+    """The bound is what keeps a sweeper's pass short after a fleet dies: five lost leases and a
+    limit of two move two, then two, then one."""
+    for _ in range(5):
+        _running(make_job, tenant, now)
+    later = now + LEASE + timedelta(seconds=1)
+
+    sizes = [len(store().rescue_lost(now=later, limit=2, error="lost", error_fingerprint="f")[0]) for _ in range(4)]
+
+    assert sizes == [2, 2, 1, 0]
+
+
 def test_time_out_overdue_takes_the_runs_past_their_timeout(tenant, make_job, now):
     late, in_time = _running(make_job, tenant, now), _running(make_job, tenant, now)
     Execution.objects.filter(pk=late.pk).update(timeout_at=now)
