@@ -374,7 +374,7 @@ def job_executions_page(*, scope: list[int] | None, job: Job, page: int) -> tupl
 
 
 # --- Executions --------------------------------------------------------------------------------------
-# The executions page's list: dashboard/executions_page.py.
+# The executions page's list: dashboard/executions/listing.py.
 
 
 def execution_events_of(*, execution: Execution) -> list[ExecutionEvent]:
