@@ -12,7 +12,7 @@ EMBEDDED_VAR_DIR ?= var/test-embedded
 # pytest-xdist: this many test processes at once (many tests wait on subprocesses, so more than
 # the CPUs pays); conftest.py keeps what must stay together on one of them (`--dist loadgroup`),
 # testing/xdist_isolation.py gives each its own databases and folders. PYTEST_WORKERS=0: one process.
-PYTEST_WORKERS ?= 0
+PYTEST_WORKERS ?= 3
 XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
 HOST ?= 127.0.0.1
 PORT ?= 8000

@@ -124,6 +124,9 @@ def scratch(tmp_path):
         TICKWORK_WORKER_BEAT_SECONDS="0.5",
         PYTHONUNBUFFERED="1",
     )
+    # This test has no database access of its own; a connection an earlier test of this process
+    # left open would have wait_for's check of old connections reach for it, and fail.
+    connection.close()
     if connection.vendor != "postgresql":
         yield env
         return
