@@ -1,11 +1,14 @@
 """The fields a job's body is made of (its target, retry policy, timing, payload), shared by the
-job's serializer (web/api/job_serializers.py) and a workflow's steps (web/api/workflow_serializers.py)."""
+job's serializer (web/api/job_serializers.py) and a workflow's steps (web/api/workflow_serializers.py):
+the field classes, the groups' serializers with their fields' declarations (GROUP_INPUT,
+GROUP_OUTPUT), and `table_fields`, which gives a serializer its fields of the job's table."""
 
 import functools
 import json
 import zoneinfo
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.utils import timezone as django_timezone
@@ -13,8 +16,12 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs import cron, registry
+from jobs.fields import BY_NAME, GROUPS
 from jobs.models import Backoff, Job
 from jobs.payloads import StrictSerializer
+from web.api.job_api_names import API_NAME
+
+S = TypeVar("S", bound=serializers.Serializer)
 
 
 class ChoiceField(serializers.ChoiceField):
@@ -159,10 +166,64 @@ class PayloadField(serializers.JSONField):
     """A JSON object: the handler's input."""
 
 
-class TargetSerializer(StrictSerializer):
-    handler = HandlerNameField()
-    pool = PoolNameField(required=False)
+def table_fields(table: Mapping[str, serializers.Field], *, group: str = "", after: str | None = None):
+    """A class decorator: the serializer's fields of the job's table (jobs/fields.py), as `table`
+    declares them by their model names: a group's (`group`: "target", "retry_policy"), or else
+    the job's own and its groups' objects. Each under its API name (web/api/job_api_names.py),
+    in `table`'s order, after the class's own field `after` (None: before its own).
 
+    They go in DRF's `_declared_fields`, as if written in the class: a subclass inherits them (and
+    drops one as it would a declared field, `name = None`), and each serializer works on its own
+    copies (Serializer.get_fields deep-copies them)."""
+    chosen = [name for name in table if _in(name, group)]
+
+    def decorate(cls: type[S]) -> type[S]:
+        own = list(cls._declared_fields.items())
+        clash = {API_NAME[name] for name in chosen} & cls._declared_fields.keys()
+        if clash:
+            raise TypeError(f"{cls.__name__} declares {sorted(clash)} itself: the job's table declares them")
+        at = 0 if after is None else [name for name, _ in own].index(after) + 1
+        cls._declared_fields = dict([*own[:at], *((API_NAME[name], table[name]) for name in chosen), *own[at:]])
+        return cls
+
+    return decorate
+
+
+def _in(name: str, group: str) -> bool:
+    """Whether the table's field (or group) `name` is one of `group`'s fields ("": the job's own)."""
+    if name in GROUPS:
+        return not group
+    if name not in BY_NAME:
+        raise KeyError(f"{name!r} is neither a field nor a group of the job's table (jobs/fields.py)")
+    return BY_NAME[name].group == group
+
+
+# A group's fields (jobs.fields.GROUPS) by their model names, in the contract's order: as a request
+# gives them (a workflow step's too) and as an answer writes them. The job's other fields are
+# web/api/job_contract.py's; web/tests/test_job_fields.py holds every field of the table to a line
+# in each side.
+GROUP_INPUT: dict[str, serializers.Field] = {
+    "handler": HandlerNameField(),
+    "pool": PoolNameField(required=False),
+    "max_attempts": serializers.IntegerField(min_value=1, max_value=100, required=False, default=3),
+    "backoff": ChoiceField(choices=Backoff.values, required=False, default=Backoff.EXPONENTIAL),
+    "initial_delay_ms": serializers.IntegerField(min_value=0, max_value=86_400_000, required=False, default=1000),
+    "max_delay_ms": serializers.IntegerField(min_value=0, max_value=7 * 86_400_000, required=False, default=60_000),
+    "jitter": serializers.BooleanField(required=False, default=True),
+}
+GROUP_OUTPUT: dict[str, serializers.Field] = {
+    "pool": serializers.CharField(),
+    "handler": serializers.CharField(),
+    "max_attempts": serializers.IntegerField(source="max_attempts"),
+    "backoff": StoredChoiceField(Backoff.values),
+    "initial_delay_ms": serializers.IntegerField(source="initial_delay_ms"),
+    "max_delay_ms": serializers.IntegerField(source="max_delay_ms"),
+    "jitter": serializers.BooleanField(),
+}
+
+
+@table_fields(GROUP_INPUT, group="target")
+class TargetSerializer(StrictSerializer):
     def validate(self, attrs):
         # An update may name only one of the two; the other comes from the job.
         job: Job | None = self.root.instance
@@ -180,19 +241,25 @@ class TargetSerializer(StrictSerializer):
         return {"handler": spec.name, "pool": pool}
 
 
+@table_fields(GROUP_INPUT, group="retry_policy")
 class RetryPolicySerializer(StrictSerializer):
-    maxAttempts = serializers.IntegerField(min_value=1, max_value=100, required=False, default=3)
-    backoff = ChoiceField(choices=Backoff.values, required=False, default=Backoff.EXPONENTIAL)
-    initialDelayMs = serializers.IntegerField(min_value=0, max_value=86_400_000, required=False, default=1000)
-    maxDelayMs = serializers.IntegerField(min_value=0, max_value=7 * 86_400_000, required=False, default=60_000)
-    jitter = serializers.BooleanField(required=False, default=True)
-
     def validate(self, attrs):
         # An update may give part of the policy: JobInputSerializer.validate merges it with the
         # job's and checks the bounds of the whole.
         if "maxDelayMs" in attrs and "initialDelayMs" in attrs and attrs["maxDelayMs"] < attrs["initialDelayMs"]:
             raise serializers.ValidationError({"maxDelayMs": ["must be at least initialDelayMs"]})
         return attrs
+
+
+# No docstrings: the schema would take them for the components' descriptions.
+@table_fields(GROUP_OUTPUT, group="target")
+class TargetOutputSerializer(serializers.Serializer):
+    pass  # the schema's; a job's target field writes it (web/api/job_contract.py)
+
+
+@table_fields(GROUP_OUTPUT, group="retry_policy")
+class RetryPolicyOutputSerializer(serializers.Serializer):
+    pass
 
 
 def payload_problem(value: Any) -> str | None:

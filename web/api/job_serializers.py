@@ -1,4 +1,6 @@
-"""The job's public shape (camelCase, as the API contract writes it) and its validation."""
+"""The job's public shape (camelCase, as the API contract writes it) and its validation. The
+fields of the job's table (jobs/fields.py) are declared in web/api/job_contract.py, from which the
+serializers here take them; the rest (its id, tenant, state and times) are declared here."""
 
 import threading
 from collections.abc import Callable
@@ -10,27 +12,17 @@ from rest_framework import serializers
 
 from jobs import cron, registry
 from jobs.fields import FIELDS, group_of
-from jobs.models import RECURRING_TYPES, Backoff, ConcurrencyPolicy, Job, JobType, MisfirePolicy, Priority
+from jobs.models import RECURRING_TYPES, Job, JobType, Priority
 from jobs.payloads import StrictSerializer
 from jobs.states import JobState
 from readmodels.runs import RUN_STATES
 from scheduling.job_creation import MAX_BULK_JOBS
-from web.api.event_serializers import EventNameField
 from web.api.execution_serializers import ExecutionSerializer
 from web.api.job_api_names import API_NAME
-from web.api.job_fields import (
-    AwareDateTimeField,
-    ChoiceField,
-    PayloadField,
-    RetryPolicySerializer,
-    ScheduleField,
-    StoredChoiceField,
-    TargetSerializer,
-    TimezoneField,
-)
-from web.api.workflow_serializers import EventFilterField, WorkflowField, WorkflowSerializer, payload_object
+from web.api.job_contract import INPUT, OUTPUT
+from web.api.job_fields import StoredChoiceField, table_fields
+from web.api.workflow_serializers import WorkflowSerializer, payload_object
 
-MAX_DELAY_SEC = 10 * 365 * 86400
 HASH_SEED_BEFORE_CREATE = "00000000-0000-0000-0000-000000000000"
 # The field that says when each type of job fires (what an EVENT job fires on).
 TIMING_FIELD_OF: dict[str, str] = {
@@ -40,44 +32,13 @@ TIMING_FIELD_OF: dict[str, str] = {
     JobType.INTERVAL: "everySec",
     JobType.EVENT: "on",
 }
-# The longest interval: ten years, as a delay.
-MAX_EVERY_SEC = MAX_DELAY_SEC
 
 
+# The job's fields (its table's), then its own: web/api/job_contract.py declares them.
+@table_fields(INPUT)
 class JobInputSerializer(StrictSerializer):
     """Validates a create (all of it) or an update (partial=True: what is given)."""
 
-    name = serializers.CharField(max_length=200)
-    type = ChoiceField(choices=JobType.values)
-    runAt = AwareDateTimeField(required=False, allow_null=True)
-    delaySec = serializers.IntegerField(min_value=0, max_value=MAX_DELAY_SEC, required=False, allow_null=True)
-    schedule = ScheduleField(max_length=200, required=False)
-    timezone = TimezoneField(required=False)
-    everySec = serializers.IntegerField(
-        min_value=1,
-        max_value=MAX_EVERY_SEC,
-        required=False,
-        allow_null=True,
-        help_text="INTERVAL jobs: seconds between fires, anchored at startAt (a run's length never shifts them).",
-    )
-    startAt = AwareDateTimeField(
-        required=False,
-        allow_null=True,
-        help_text="INTERVAL jobs: the first fire, the anchor of the rest (default: when the job is created). "
-        "CRON jobs: no fire before it.",
-    )
-    target = TargetSerializer(required=False, help_text="What runs: required unless `workflow` is given.")
-    workflow = WorkflowSerializer(
-        required=False, help_text="Steps to run on each fire instead of one `target`; each has its own target."
-    )
-    on = EventNameField(required=False, help_text="EVENT jobs: the name of the events it runs for (an event's `name`).")
-    filter = EventFilterField(required=False, allow_null=True)
-    payload = PayloadField(required=False)
-    retryPolicy = RetryPolicySerializer(required=False)
-    timeoutSec = serializers.IntegerField(min_value=1, max_value=7 * 86400, required=False)
-    priority = ChoiceField(choices=Priority.names, required=False)
-    misfirePolicy = ChoiceField(choices=MisfirePolicy.values, required=False)
-    concurrencyPolicy = ChoiceField(choices=ConcurrencyPolicy.values, required=False)
     tenant = serializers.SlugField(required=False, help_text="Staff sessions only: the tenant to create in.")
 
     def validate_payload(self, value: Any) -> Any:
@@ -208,60 +169,12 @@ class JobUpdateSerializer(JobInputSerializer):
     refused_fields = {"tenant": "cannot be changed: a job stays in the tenant it was created in"}
 
 
-class TargetOutputSerializer(serializers.Serializer):
-    pool = serializers.CharField()
-    handler = serializers.CharField()
-
-
-class RetryPolicyOutputSerializer(serializers.Serializer):
-    maxAttempts = serializers.IntegerField(source="max_attempts")
-    backoff = StoredChoiceField(Backoff.values)
-    initialDelayMs = serializers.IntegerField(source="initial_delay_ms")
-    maxDelayMs = serializers.IntegerField(source="max_delay_ms")
-    jitter = serializers.BooleanField()
-
-
-class _BlankAsNull(serializers.CharField):
-    def to_representation(self, value):
-        return str(value) or None  # CharField's own, str(value), without the call through super()
-
-
-class _PriorityName(StoredChoiceField):
-    """The stored priority (a number) by its name, as get_priority_display gives it: without the
-    choices' dict that Django builds anew for every call (a quarter of a 1,000-job answer)."""
-
-    _names = dict(Priority.choices)
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(Priority.names, **kwargs)
-
-    def to_representation(self, value):
-        return self._names[value]
-
-
+# Its id and tenant, the job's fields (its table's: web/api/job_contract.py declares them), then
+# its state and times.
+@table_fields(OUTPUT, after="tenant")
 class JobOutputSerializer(serializers.Serializer):
     jobId = serializers.CharField(source="id")
     tenant = serializers.CharField(source="tenant.slug")
-    name = serializers.CharField()
-    type = StoredChoiceField(JobType.values)
-    runAt = serializers.DateTimeField(source="run_at", allow_null=True)
-    delaySec = serializers.IntegerField(source="delay_sec", allow_null=True)
-    schedule = serializers.CharField()
-    timezone = serializers.CharField()
-    everySec = serializers.IntegerField(source="every_sec", allow_null=True, help_text="An INTERVAL job's period.")
-    startAt = serializers.DateTimeField(
-        source="start_at", allow_null=True, help_text="An INTERVAL job's anchor; a CRON job's earliest fire."
-    )
-    target = serializers.SerializerMethodField()
-    workflow = WorkflowField(allow_null=True, help_text="A workflow job's steps; null for a job with a target.")
-    on = _BlankAsNull(source="event_name", allow_null=True, help_text="An EVENT job's event name; null otherwise.")
-    filter = EventFilterField(source="event_filter", allow_null=True, help_text="An EVENT job's payload filter.")
-    payload = PayloadField()
-    retryPolicy = RetryPolicyOutputSerializer(source="*")
-    timeoutSec = serializers.IntegerField(source="timeout_sec")
-    priority = _PriorityName()
-    misfirePolicy = StoredChoiceField(MisfirePolicy.values, source="misfire_policy")
-    concurrencyPolicy = StoredChoiceField(ConcurrencyPolicy.values, source="concurrency_policy")
     state = StoredChoiceField(JobState.choices)
     nextFireAt = serializers.DateTimeField(source="next_fire_at", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
@@ -269,11 +182,6 @@ class JobOutputSerializer(serializers.Serializer):
 
     lastRunState = serializers.SerializerMethodField()
     lastRunAt = serializers.SerializerMethodField()
-
-    @extend_schema_field(TargetOutputSerializer(allow_null=True))
-    def get_target(self, job: Job) -> dict | None:
-        # A workflow job has no target of its own: each step names one.
-        return None if job.workflow else {"pool": job.pool, "handler": job.handler}
 
     @extend_schema_field(
         {

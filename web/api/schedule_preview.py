@@ -12,8 +12,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs import cron, recurrence
+from web.api.job_contract import MAX_EVERY_SEC
 from web.api.job_fields import AwareDateTimeField, ScheduleField, TimezoneField
-from web.api.job_serializers import MAX_EVERY_SEC
 
 
 class FireTimeSerializer(serializers.Serializer):

@@ -1,7 +1,7 @@
 """The job's table of fields (jobs/fields.py) and the API's names for them (web/api/job_api_names.py)
 drive every place that writes a job's fields: a field of the table that one of them does not name
 fails here. With jobs/tests/test_fields.py (every model field is in the table or internal), this is
-the recipe of docs/architecture.md, "An API field", held true."""
+the recipe of docs/architecture.md, "A job's field", held true."""
 
 from datetime import UTC, datetime
 
@@ -11,7 +11,9 @@ from dashboard.jobs import forms
 from jobs import workflow
 from jobs.fields import FIELDS, GROUPS, definition_of
 from jobs.models import Job
+from web.api import job_contract
 from web.api.job_api_names import API_NAME, MODEL_NAME, api_changes, api_definition
+from web.api.job_fields import GROUP_INPUT, GROUP_OUTPUT
 from web.api.job_serializers import JobInputSerializer, JobOutputSerializer
 from web.api.job_versions import VersionDefinitionSerializer
 
@@ -19,13 +21,12 @@ TOP = [API_NAME[name] for name in dict.fromkeys(field.group or field.name for fi
 
 
 def _nested(serializer, name):
-    """The fields of a group's object in `serializer` (a nested serializer, or what a method
-    field's schema names)."""
+    """The fields of a group's object in `serializer` (a nested serializer, or what a field's
+    schema names)."""
     field = serializer.fields[name]
     if hasattr(field, "fields"):
         return set(field.fields)
-    schema = getattr(getattr(serializer, f"get_{name}"), "_spectacular_annotation", {}).get("field")
-    return set(schema.fields)
+    return set(field._spectacular_annotation["field"].fields)
 
 
 def test_every_field_and_group_has_an_api_name_and_back():
@@ -41,6 +42,30 @@ def test_the_serializers_name_every_field_of_the_table(serializer):
     )
     for group, fields in GROUPS.items():
         assert _nested(serializer, API_NAME[group]) == {API_NAME[field.name] for field in fields}
+
+
+@pytest.mark.parametrize(
+    ("side", "table", "group_table"),
+    [("input", job_contract.INPUT, GROUP_INPUT), ("output", job_contract.OUTPUT, GROUP_OUTPUT)],
+)
+def test_every_field_and_group_of_the_table_declares_its_serializer_field(side, table, group_table):
+    """A field added to jobs/fields.py fails here until web/api/job_contract.py (or, for a
+    group's, web/api/job_fields.py) says how a request gives it and an answer writes it."""
+    declared = [*table, *group_table]
+    assert len(declared) == len(set(declared)), f"a field declared twice in the {side}"
+    missing = ({field.name for field in FIELDS} | set(GROUPS)) - set(declared)
+    assert not missing, f"no {side} serializer field for {sorted(missing)}"
+
+
+def test_an_answer_reads_each_field_from_its_model_attribute():
+    fields = JobOutputSerializer().fields
+    for field in FIELDS:
+        if not field.group:
+            assert fields[API_NAME[field.name]].source == field.name
+    for group in GROUPS:
+        assert fields[API_NAME[group]].source == "*"
+    policy = fields["retryPolicy"].fields
+    assert all(policy[API_NAME[field.name]].source == field.name for field in GROUPS["retry_policy"])
 
 
 def test_the_validated_api_body_of_a_definition_gives_back_the_jobs_fields():
