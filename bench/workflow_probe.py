@@ -92,7 +92,7 @@ class Chains(Feed):
                 "name": f"s{i}",
                 "target": {"pool": self.pool, "handler": "noop"},
                 "payload": {},
-                "dependsOn": depends,
+                "depends_on": depends,
             }
 
         return {"steps": [step(i) for i in range(self.steps)]}
@@ -112,7 +112,7 @@ class Chains(Feed):
         runs = Run.objects.filter(tenant=self.tenant, job__name=self.job_name)
         for run_id, steps in runs.values_list("id", "steps"):
             for spec in steps:
-                above = spec.get("dependsOn") or []
+                above = spec.get("depends_on") or []
                 if not above:
                     continue
                 down = by_step[(run_id, spec["name"])]

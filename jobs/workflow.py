@@ -1,9 +1,14 @@
 """A workflow's steps as a graph: pure functions over the definition a job keeps (`Job.workflow`).
 
-The definition is kept as the API writes it, each step's target resolved (its pool filled in):
+The definition is kept in the model's names (jobs/fields.py: what a step may set of its own is
+named as the job's field it overrides), each step's target resolved (its pool filled in):
 
     {"steps": [{"name": "extract", "target": {"pool": "etl", "handler": "extract"}, "payload": {},
-                "dependsOn": [], "retryPolicy": {...} or absent, "timeoutSec": 600 or absent}, …]}
+                "depends_on": [], "retry_policy": {"max_attempts": 5, …} or absent,
+                "timeout_sec": 600 or absent}, …]}
+
+The API names them its own way (`dependsOn`, `retryPolicy.maxAttempts`): the web converts at its
+boundary (web/api/workflow_serializers.py). A payload is the handler's document, kept as given.
 
 A run keeps the steps as they were when it began (executions.models.Run.steps), so these
 functions take a list of steps, not a job. Nothing here reads the database.
@@ -15,18 +20,6 @@ from typing import Any
 MAX_STEPS = 100
 
 Step = Mapping[str, Any]
-# What a step may set of its own (jobs/fields.py: the fields marked `step`, and their groups), by
-# the name the step document gives it: a document kept as the API writes it, whose names the
-# store's statements and a run's steps read too.
-STEP_NAMES: dict[str, str] = {
-    "timeout_sec": "timeoutSec",
-    "retry_policy": "retryPolicy",
-    "max_attempts": "maxAttempts",
-    "backoff": "backoff",
-    "initial_delay_ms": "initialDelayMs",
-    "max_delay_ms": "maxDelayMs",
-    "jitter": "jitter",
-}
 
 
 def names(steps: Sequence[Step]) -> list[str]:
@@ -35,21 +28,21 @@ def names(steps: Sequence[Step]) -> list[str]:
 
 def upstream(steps: Sequence[Step]) -> dict[str, list[str]]:
     """Each step's name: the names of the steps it depends on directly."""
-    return {step["name"]: list(step.get("dependsOn") or []) for step in steps}
+    return {step["name"]: list(step.get("depends_on") or []) for step in steps}
 
 
 def downstream(steps: Sequence[Step]) -> dict[str, list[str]]:
     """Each step's name: the names of the steps that depend on it directly, in definition order."""
     below: dict[str, list[str]] = {step["name"]: [] for step in steps}
     for step in steps:
-        for name in step.get("dependsOn") or []:
+        for name in step.get("depends_on") or []:
             below.setdefault(name, []).append(step["name"])
     return below
 
 
 def roots(steps: Sequence[Step]) -> list[str]:
     """The steps that depend on nothing: they start when the run does."""
-    return [step["name"] for step in steps if not step.get("dependsOn")]
+    return [step["name"] for step in steps if not step.get("depends_on")]
 
 
 def descendants(steps: Sequence[Step], of: Iterable[str]) -> list[str]:
@@ -112,7 +105,7 @@ def structure_errors(steps: Sequence[Step]) -> list[str]:
             errors.append(f"step name '{name}' is used twice; step names must be unique")
         seen.add(name)
     for step in steps:
-        for name in step.get("dependsOn") or []:
+        for name in step.get("depends_on") or []:
             if name == step["name"]:
                 errors.append(f"step '{name}' depends on itself")
             elif name not in seen:

@@ -38,12 +38,12 @@ def execution_settle_failure(
         return None
     policy = retry_policy_of(row.job)
     if row.run is not None:  # a workflow step: its own policy, as its run keeps it
-        given = workflow.step_of(row.run.steps, row.step)["retryPolicy"]
+        given = workflow.step_of(row.run.steps, row.step)["retry_policy"]
         policy = RetryPolicy(
-            max_attempts=given["maxAttempts"],
+            max_attempts=given["max_attempts"],
             backoff=Backoff(given["backoff"]),
-            initial_delay_ms=given["initialDelayMs"],
-            max_delay_ms=given["maxDelayMs"],
+            initial_delay_ms=given["initial_delay_ms"],
+            max_delay_ms=given["max_delay_ms"],
             jitter=given["jitter"],
         )
     when = next_attempt_at(policy, row.attempt, now, rng)

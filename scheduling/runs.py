@@ -42,15 +42,13 @@ def run_steps(job: Job) -> list[dict[str, Any]]:
     assert job.workflow is not None
     own = [field for field in FIELDS if field.step and not field.group]
     groups = list(dict.fromkeys(field.group for field in FIELDS if field.step and field.group))
-    called = workflow.STEP_NAMES  # a step document's name of each
     made = []
-    for step in job.workflow["steps"]:
+    for step in job.workflow["steps"]:  # a step names what it sets as the job's field (jobs/workflow.py)
         kept = dict(step)
         for field in own:
-            kept[called[field.name]] = step.get(called[field.name]) or getattr(job, field.name)
+            kept[field.name] = step.get(field.name) or getattr(job, field.name)
         for group in groups:
-            of_job = {called[name]: value for name, value in group_of(job, group).items()}
-            kept[called[group]] = {**of_job, **(step.get(called[group]) or {})}
+            kept[group] = {**group_of(job, group), **(step.get(group) or {})}
         made.append(kept)
     return made
 
@@ -186,7 +184,7 @@ def step_spec(*, run_id: Any, name: str) -> dict[str, Any]:
 def upstream_results(*, run_id: Any, step: str) -> dict[str, Any]:
     """The results of the steps `step` depends on directly, by name (all SUCCEEDED once it runs)."""
     spec = step_spec(run_id=run_id, name=step)
-    above = list(spec.get("dependsOn") or [])
+    above = list(spec.get("depends_on") or [])
     if not above:
         return {}
     rows = Execution.objects.filter(run_id=run_id, step__in=above, state=S.SUCCEEDED).values_list("step", "result")

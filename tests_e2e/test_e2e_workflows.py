@@ -23,7 +23,7 @@ def _step(name, *depends, handler="test-upstream", **extra):
         "name": name,
         "target": {"pool": "default", "handler": handler},
         "payload": {},
-        "dependsOn": list(depends),
+        "depends_on": list(depends),
         **extra,
     }
 
@@ -71,8 +71,8 @@ def test_a_dead_step_cancels_its_downstream_step_not_its_sibling_and_its_redrive
     live.worker(wait=False)
     live.dispatcher()
     live.ready()
-    once = {"maxAttempts": 1, "backoff": "FIXED", "initialDelayMs": 0, "maxDelayMs": 0, "jitter": False}
-    failing = _step("b", "a", handler="fail", retryPolicy=once)
+    once = {"max_attempts": 1, "backoff": "FIXED", "initial_delay_ms": 0, "max_delay_ms": 0, "jitter": False}
+    failing = _step("b", "a", handler="fail", retry_policy=once)
     failing["payload"] = {"failTimes": 1}  # fails its first attempt only: the re-drive succeeds
     _job, run = _run_of(make_job, tenant, [_step("a"), failing, _step("c", "a"), _step("d", "b", "c")])
 

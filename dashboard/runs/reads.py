@@ -112,7 +112,7 @@ def run_detail(*, scope: list[int] | None, run: Run) -> RunDetail:
         StepView(
             name=step["name"],
             target=dict(step.get("target") or {}),
-            depends_on=list(step.get("dependsOn") or []),
+            depends_on=list(step.get("depends_on") or []),
             execution=executions.get(step["name"]),
             waits_for=_waits_for(step, states),
         )
@@ -125,7 +125,7 @@ def run_detail(*, scope: list[int] | None, run: Run) -> RunDetail:
 def _waits_for(step: workflow.Step, states: dict[str, str]) -> list[str]:
     if states.get(step["name"]) != S.BLOCKED:
         return []
-    return [up for up in step.get("dependsOn") or [] if states.get(up) != S.SUCCEEDED]
+    return [up for up in step.get("depends_on") or [] if states.get(up) != S.SUCCEEDED]
 
 
 @dataclass
@@ -170,10 +170,10 @@ def job_runs_page(*, scope: list[int] | None, job: Job, page: int) -> tuple[list
 
 
 def workflow_steps(job: Job) -> list[dict[str, Any]]:
-    """A workflow job's steps as its page lists them (name, target, dependsOn); [] for a plain job."""
+    """A workflow job's steps as its page lists them (name, target, depends_on); [] for a plain job."""
     if not job.workflow:
         return []
     return [
-        {"name": step["name"], "target": step.get("target") or {}, "dependsOn": list(step.get("dependsOn") or [])}
+        {"name": step["name"], "target": step.get("target") or {}, "depends_on": list(step.get("depends_on") or [])}
         for step in job.workflow.get("steps") or []
     ]

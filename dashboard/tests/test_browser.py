@@ -475,7 +475,7 @@ def test_a_runs_graph_follows_its_steps_live(stack, browser, transactional_db, d
         handler="",
         workflow={
             "steps": [
-                {"name": name, "target": {"pool": "etl", "handler": "noop"}, "payload": {}, "dependsOn": ups}
+                {"name": name, "target": {"pool": "etl", "handler": "noop"}, "payload": {}, "depends_on": ups}
                 for name, ups in (
                     ("extract", []),
                     ("clean", ["extract"]),

@@ -34,8 +34,8 @@ def _jobs(tenant) -> dict:
         return job_create(tenant=tenant, fields=fields, now=timezone.now()).job
 
     steps = [
-        {"name": "extract", "target": {"pool": "etl", "handler": "noop"}, "payload": {}, "dependsOn": []},
-        {"name": "load", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": ["extract"]},
+        {"name": "extract", "target": {"pool": "etl", "handler": "noop"}, "payload": {}, "depends_on": []},
+        {"name": "load", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": ["extract"]},
     ]
     return {
         "event": make(

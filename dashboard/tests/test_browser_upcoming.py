@@ -98,8 +98,8 @@ def test_upcoming_counts_every_fire_of_the_day_and_each_steps_pool(stack, browse
         **base,
     )
     steps = [
-        {"name": "extract", "target": {"pool": "etl", "handler": "noop"}, "payload": {}, "dependsOn": []},
-        {"name": "load", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": ["extract"]},
+        {"name": "extract", "target": {"pool": "etl", "handler": "noop"}, "payload": {}, "depends_on": []},
+        {"name": "load", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": ["extract"]},
     ]
     job_create(
         fields={

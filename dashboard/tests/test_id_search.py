@@ -90,8 +90,8 @@ def test_the_executions_box_finds_by_a_short_execution_job_or_run_id(member_clie
 
 def test_a_runs_short_id_finds_its_steps(member_client, tenant, make_job):
     steps = [
-        {"name": "a", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": []},
-        {"name": "b", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": ["a"]},
+        {"name": "a", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": []},
+        {"name": "b", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": ["a"]},
     ]
     job = make_job(tenant, pool="", handler="", workflow={"steps": steps})
     run_id = Execution.objects.filter(job=job).first().run_id

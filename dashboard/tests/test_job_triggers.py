@@ -22,8 +22,8 @@ def _make(tenant, **fields):
 @pytest.fixture
 def jobs(db, tenant):
     steps = [
-        {"name": "extract", "target": {"pool": "etl", "handler": "noop"}, "payload": {}, "dependsOn": []},
-        {"name": "load", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": ["extract"]},
+        {"name": "extract", "target": {"pool": "etl", "handler": "noop"}, "payload": {}, "depends_on": []},
+        {"name": "load", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": ["extract"]},
     ]
     return {
         "event": _make(

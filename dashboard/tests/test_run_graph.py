@@ -4,7 +4,7 @@ from dashboard.runs.graph import NODE_WIDTH, layers, layout
 
 
 def _steps(*pairs: tuple[str, list[str]]) -> list[dict]:
-    return [{"name": name, "target": {"pool": "default", "handler": "noop"}, "dependsOn": ups} for name, ups in pairs]
+    return [{"name": name, "target": {"pool": "default", "handler": "noop"}, "depends_on": ups} for name, ups in pairs]
 
 
 DIAMOND = _steps(("A", []), ("B", ["A"]), ("C", ["A"]), ("D", ["B", "C"]))

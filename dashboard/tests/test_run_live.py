@@ -25,7 +25,7 @@ def _fire_diamond(tenant):
         handler="",
         workflow={
             "steps": [
-                {"name": name, "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": ups}
+                {"name": name, "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": ups}
                 for name, ups in (("A", []), ("B", ["A"]), ("C", ["A"]), ("D", ["B", "C"]))
             ]
         },

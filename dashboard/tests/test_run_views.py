@@ -29,7 +29,7 @@ def _workflow_job(tenant, steps=DIAMOND, name="diamond") -> Job:
         handler="",
         workflow={
             "steps": [
-                {"name": step, "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": ups}
+                {"name": step, "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": ups}
                 for step, ups in steps
             ]
         },
@@ -126,7 +126,7 @@ def test_a_run_page_costs_the_same_queries_for_two_steps_or_a_hundred(member_cli
 
 def test_a_workflow_jobs_page_lists_its_runs_newest_first(member_client, tenant, drive):
     """Run link, state, scheduled time, origin and steps done of all; the definition lists the
-    workflow's steps (name, target, dependsOn) instead of a target."""
+    workflow's steps (name, target, what each depends on) instead of a target."""
     job = _workflow_job(tenant, steps=[("a", []), ("b", ["a"])])
     now = timezone.now()
     older, older_steps = _fire(job, at=now - timedelta(minutes=5))

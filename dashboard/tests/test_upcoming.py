@@ -113,9 +113,9 @@ def test_a_workflows_fire_counts_in_each_of_its_steps_pools(tenant, make_job):
     """No blank pool: a workflow job has no pool of its own; its fire starts one execution per
     step, each in the step's pool (two in `etl`, one in `default` here)."""
     steps = [
-        {"name": "extract", "target": {"pool": "etl", "handler": "noop"}, "payload": {}, "dependsOn": []},
-        {"name": "clean", "target": {"pool": "etl", "handler": "noop"}, "payload": {}, "dependsOn": ["extract"]},
-        {"name": "load", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": ["clean"]},
+        {"name": "extract", "target": {"pool": "etl", "handler": "noop"}, "payload": {}, "depends_on": []},
+        {"name": "clean", "target": {"pool": "etl", "handler": "noop"}, "payload": {}, "depends_on": ["extract"]},
+        {"name": "load", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": ["clean"]},
     ]
     workflow = {"pool": "", "handler": "", "workflow": {"steps": steps}}
     make_job(tenant, type="CRON", schedule="0 0 * * *", name="nightly", now=NOW, **workflow)

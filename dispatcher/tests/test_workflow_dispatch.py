@@ -13,8 +13,8 @@ from testing.steps import claim, start, succeed
 pytestmark = pytest.mark.django_db
 
 STEPS = [
-    {"name": "first", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": []},
-    {"name": "second", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": ["first"]},
+    {"name": "first", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": []},
+    {"name": "second", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": ["first"]},
 ]
 
 

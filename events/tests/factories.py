@@ -17,7 +17,7 @@ def event_job(tenant, *, on: str = "invoice.paid", event_filter: dict[str, Any] 
 def workflow_event_job(tenant, *, on: str = "invoice.paid", **fields) -> Job:
     """An EVENT job whose fire is a run of two steps, `bill` then `mail`."""
     steps = [
-        {"name": "bill", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": []},
-        {"name": "mail", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": ["bill"]},
+        {"name": "bill", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": []},
+        {"name": "mail", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": ["bill"]},
     ]
     return event_job(tenant, on=on, workflow={"steps": steps}, handler="", pool="", **fields)

@@ -165,7 +165,7 @@ def _apply(name: str, execution, now) -> bool:
 def _as_a_step(execution, now):
     """The execution as the one step of a run: the step transitions act on a run's steps."""
     job = execution.job
-    step = {"name": "only", "target": {"pool": job.pool, "handler": job.handler}, "payload": {}, "dependsOn": []}
+    step = {"name": "only", "target": {"pool": job.pool, "handler": job.handler}, "payload": {}, "depends_on": []}
     run = Run.objects.create(
         job=job, tenant=job.tenant, scheduled_for=execution.scheduled_for, steps=[step], created_at=now
     )

@@ -12,7 +12,7 @@ from jobs import workflow
 
 
 def _steps(edges: dict[str, list[str]]) -> list[dict]:
-    return [{"name": name, "dependsOn": above} for name, above in edges.items()]
+    return [{"name": name, "depends_on": above} for name, above in edges.items()]
 
 
 @st.composite
@@ -35,14 +35,14 @@ def test_a_dag_has_no_cycle_and_no_structure_error(steps):
 @given(dags(), st.data())
 def test_an_edge_back_up_makes_a_cycle_that_is_found_and_real(steps, data):
     # A step with an ancestor: make that ancestor depend on it.
-    below = [s for s in steps if s["dependsOn"]]
+    below = [s for s in steps if s["depends_on"]]
     if not below:
         return
     child = data.draw(st.sampled_from(below))
-    parent = data.draw(st.sampled_from(child["dependsOn"]))
+    parent = data.draw(st.sampled_from(child["depends_on"]))
     for step in steps:
         if step["name"] == parent:
-            step["dependsOn"] = [*step["dependsOn"], child["name"]]
+            step["depends_on"] = [*step["depends_on"], child["name"]]
 
     cycle = workflow.find_cycle(steps)
 

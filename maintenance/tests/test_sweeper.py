@@ -211,7 +211,7 @@ def test_a_cron_workflows_finished_runs_go_with_their_executions_and_its_live_ru
     from scheduling import runs
 
     settings.TICKWORK_RETENTION_DAYS = 30
-    steps = [{"name": "only", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": []}]
+    steps = [{"name": "only", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": []}]
     job = make_job(tenant, type="CRON", schedule="0 0 1 1 *", workflow={"steps": steps}, pool="", handler="")
     coming = Run.objects.get(job=job)
     old = runs.fire(job=job, scheduled_for=now, now=now, origin="TRIGGER")

@@ -22,10 +22,10 @@ pytestmark = pytest.mark.django_db
 
 DIAMOND = {
     "steps": [
-        {"name": "a", "target": {"pool": "default", "handler": "noop"}, "payload": {"n": 1}, "dependsOn": []},
-        {"name": "b", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": ["a"]},
-        {"name": "c", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": ["a"]},
-        {"name": "d", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": ["b", "c"]},
+        {"name": "a", "target": {"pool": "default", "handler": "noop"}, "payload": {"n": 1}, "depends_on": []},
+        {"name": "b", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": ["a"]},
+        {"name": "c", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": ["a"]},
+        {"name": "d", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": ["b", "c"]},
     ]
 }
 
@@ -94,8 +94,8 @@ def test_a_workflow_job_starts_a_run_with_its_roots_pending_and_the_rest_blocked
     assert {e.run_id for e in Execution.objects.filter(job=job)} == {run.pk}
     assert [s["name"] for s in run.steps] == ["a", "b", "c", "d"]
     # The run keeps each step's policies made explicit: the job's where the step names none.
-    assert run.steps[3]["timeoutSec"] == job.timeout_sec
-    assert run.steps[3]["retryPolicy"]["maxAttempts"] == job.max_attempts
+    assert run.steps[3]["timeout_sec"] == job.timeout_sec
+    assert run.steps[3]["retry_policy"]["max_attempts"] == job.max_attempts
 
 
 def test_the_diamond_releases_each_step_once_after_all_its_upstream_steps_succeed(tenant, make_job):
@@ -174,12 +174,12 @@ def test_a_step_runs_with_its_own_retry_policy(tenant, make_job):
                 "name": "only",
                 "target": {"pool": "default", "handler": "noop"},
                 "payload": {},
-                "dependsOn": [],
-                "retryPolicy": {
-                    "maxAttempts": 1,
+                "depends_on": [],
+                "retry_policy": {
+                    "max_attempts": 1,
                     "backoff": "FIXED",
-                    "initialDelayMs": 0,
-                    "maxDelayMs": 0,
+                    "initial_delay_ms": 0,
+                    "max_delay_ms": 0,
                     "jitter": False,
                 },
             }

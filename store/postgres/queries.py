@@ -37,7 +37,7 @@ STARTED_CONTEXT = (
 # A workflow step's own timeout, if it has one (jobs/workflow.py), else its job's, from now (%s).
 STEP_OR_JOB_TIMEOUT = (
     "timeout_at = %s + interval '1 second' * COALESCE("
-    "(SELECT (s->>'timeoutSec')::int FROM executions_run r, jsonb_array_elements(r.steps) s"
+    "(SELECT (s->>'timeout_sec')::int FROM executions_run r, jsonb_array_elements(r.steps) s"
     " WHERE r.id = executions_execution.run_id AND s->>'name' = executions_execution.step),"
     " (SELECT timeout_sec FROM jobs_job WHERE jobs_job.id = executions_execution.job_id))"
 )

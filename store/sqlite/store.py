@@ -94,7 +94,7 @@ class SqliteStore(SqliteAdmission, SqliteReads, SharedStore):
             return None
         timeout_sec = row.job.timeout_sec
         if row.run is not None:
-            timeout_sec = workflow.step_of(row.run.steps, row.step).get("timeoutSec") or timeout_sec
+            timeout_sec = workflow.step_of(row.run.steps, row.step).get("timeout_sec") or timeout_sec
         change = self.move(
             execution_id=execution_id,
             source=QUEUED,

@@ -23,9 +23,9 @@ pytestmark = [pytest.mark.store, pytest.mark.django_db]
 LEASE = timedelta(seconds=30)
 WORKFLOW = {
     "steps": [
-        {"name": "a", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": []},
-        {"name": "b", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": ["a"]},
-        {"name": "c", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": ["a"]},
+        {"name": "a", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": []},
+        {"name": "b", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": ["a"]},
+        {"name": "c", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": ["a"]},
     ]
 }
 
@@ -109,6 +109,21 @@ def test_start_runs_a_queued_execution_under_its_lease_and_reads_what_its_handle
     row = Execution.objects.get(pk=execution.pk)
     assert (row.state, row.worker_id, row.lease_expires_at) == (S.RUNNING, "h:1", now + LEASE)
     assert row.timeout_at is not None
+
+
+def test_start_times_a_workflow_step_by_its_own_timeout(tenant, make_job, now):
+    """A step's own `timeout_sec`, as its run keeps it (jobs/workflow.py), not its job's."""
+    steps = [{**WORKFLOW["steps"][0], "timeout_sec": 7}]
+    job = make_job(tenant, workflow={"steps": steps}, pool="", handler="", run_at=now, now=now, timeout_sec=3600)
+    step = Execution.objects.get(run__job=job, step="a")
+    store().queue([step.pk], now=now, republish_at=now + LEASE)
+    queued = Execution.objects.get(pk=step.pk)
+
+    assert store().start(
+        execution_id=step.pk, lease_token=queued.lease_token, now=now, lease=LEASE, values=_started(now)
+    )
+
+    assert Execution.objects.get(pk=step.pk).timeout_at == now + timedelta(seconds=7)
 
 
 def test_succeed_many_records_each_success_under_its_own_lease(tenant, make_job, now):

@@ -21,7 +21,7 @@ from jobs.selectors import job_get, job_locked
 from jobs.versions import version_get, version_latest, version_one, versions_stored
 from scheduling.job_changes import job_update
 from tenants.selectors import scope_of
-from web.api.job_api_names import API_NAME, api_definition, api_path
+from web.api.job_api_names import API_NAME, api_change, api_definition
 from web.api.job_fields import PayloadField, StoredChoiceField
 from web.api.job_serializers import JobOutputSerializer, JobUpdateSerializer
 from web.api.workflow_serializers import EventFilterField, WorkflowField
@@ -153,7 +153,7 @@ class VersionChangeSerializer(serializers.Serializer):
 
     def to_representation(self, instance):
         # A version names a changed field in the model's terms (jobs.versions).
-        return super().to_representation({**instance, "field": api_path(instance["field"])})
+        return super().to_representation(api_change(instance))
 
 
 class JobVersionSerializer(serializers.Serializer):

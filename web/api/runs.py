@@ -62,7 +62,7 @@ class RunSerializer(serializers.Serializer):
                 "executionId": str(by_step[step["name"]].pk),
                 "state": by_step[step["name"]].state,
                 "attempt": by_step[step["name"]].attempt,
-                "dependsOn": list(step.get("dependsOn") or []),
+                "dependsOn": list(step.get("depends_on") or []),
             }
             for step in run.steps
             if step["name"] in by_step

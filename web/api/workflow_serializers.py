@@ -10,6 +10,7 @@ from rest_framework.fields import empty
 
 from jobs import registry, workflow
 from jobs.payloads import StrictSerializer
+from web.api.job_api_names import MODEL_NAME, api_workflow
 from web.api.job_fields import PayloadField, RetryPolicySerializer, TargetSerializer, payload_problem
 
 NAME_PATTERN = r"^[A-Za-z0-9_.:-]{1,100}$"
@@ -86,35 +87,40 @@ class WorkflowSerializer(StrictSerializer):
         return super().to_internal_value(data)
 
     def validate_steps(self, steps: list[dict]) -> list[dict]:
-        errors = workflow.structure_errors(steps)
+        errors = workflow.structure_errors([_stored_step(step) for step in steps])
         if errors:
             raise serializers.ValidationError(errors)
         return steps
 
     @staticmethod
     def stored(data: dict[str, Any]) -> dict[str, Any]:
-        """The validated workflow as the job keeps it (jobs/workflow.py): each step's target
-        resolved, policies only where the step gives them."""
-        steps = []
-        for step in data["steps"]:
-            kept = {
-                "name": step["name"],
-                "target": dict(step["target"]),
-                "payload": step["payload"],
-                "dependsOn": list(step["dependsOn"]),
-            }
-            if "retryPolicy" in step:
-                kept["retryPolicy"] = dict(step["retryPolicy"])
-            if "timeoutSec" in step:
-                kept["timeoutSec"] = step["timeoutSec"]
-            steps.append(kept)
-        return {"steps": steps}
+        """The validated workflow as the job keeps it (jobs/workflow.py, the model's names): each
+        step's target resolved, policies only where the step gives them."""
+        return {"steps": [_stored_step(step) for step in data["steps"]]}
+
+
+def _stored_step(step: dict[str, Any]) -> dict[str, Any]:
+    """A validated step (the API's names) as a job keeps it (the model's: api_workflow's inverse)."""
+    kept = {
+        "name": step["name"],
+        "target": dict(step["target"]),
+        "payload": step["payload"],
+        "depends_on": list(step["dependsOn"]),
+    }
+    if "retryPolicy" in step:
+        kept["retry_policy"] = {MODEL_NAME[name]: value for name, value in step["retryPolicy"].items()}
+    if "timeoutSec" in step:
+        kept["timeout_sec"] = step["timeoutSec"]
+    return kept
 
 
 @extend_schema_field(WorkflowSerializer)
 class WorkflowField(serializers.JSONField):
-    """A job's workflow in an answer: as stored (WorkflowSerializer.stored), written as JSON is,
-    and described by the schema as the steps a request gives."""
+    """A job's workflow in an answer: as stored (WorkflowSerializer.stored), in the API's names
+    (api_workflow), and described by the schema as the steps a request gives."""
+
+    def to_representation(self, value):
+        return api_workflow(value)
 
 
 @extend_schema_field(

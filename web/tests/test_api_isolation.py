@@ -48,7 +48,7 @@ def others(other_tenant, make_job, drive) -> dict[str, str]:
     paused = make_job(other_tenant, type="CRON", name="globex paused")
     job_pause(job=paused, now=timezone.now())
     dead = drive(make_job(other_tenant, name="globex one-off").executions.get(), "DEAD")
-    step = {"name": "only", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "dependsOn": []}
+    step = {"name": "only", "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": []}
     flow = make_job(other_tenant, name="globex flow", workflow={"steps": [step]}, pool="", handler="")
     return {
         "active_job": str(active.pk),

@@ -5,6 +5,7 @@ runs and their steps (`GET /v1/runs/{id}`, `GET /v1/jobs/{id}/runs`, `POST /v1/r
 import pytest
 
 from executions.models import Execution, Run
+from jobs.models import Job
 
 pytestmark = pytest.mark.django_db
 
@@ -207,5 +208,32 @@ def test_an_update_may_give_part_of_a_steps_retry_policy(api):
 
     assert response.status_code == 200, response.content
     run = Run.objects.get()
-    assert run.steps[0]["retryPolicy"]["maxAttempts"] == 2
-    assert run.steps[0]["retryPolicy"]["initialDelayMs"] == 1000  # the job's
+    assert run.steps[0]["retry_policy"]["max_attempts"] == 2  # a run keeps its steps in the model's names
+    assert run.steps[0]["retry_policy"]["initial_delay_ms"] == 1000  # the job's
+
+
+def test_a_workflow_is_shown_in_the_apis_names_by_the_job_its_versions_and_a_restore(api):
+    """A job keeps its steps in the model's names (jobs/workflow.py): the answer, its versions'
+    definitions and changes, and a restore of a version all speak the API's."""
+    first = [_step("a", payload={"dependsOn": "a payload's own key"})]
+    job_id = api.post("/v1/jobs", _job(first), format="json").json()["jobId"]
+    policy = {"maxAttempts": 2, "initialDelayMs": 5}
+    second = [*first, _step("b", "a", retryPolicy=policy, timeoutSec=9)]
+
+    updated = api.patch(f"/v1/jobs/{job_id}", {"workflow": {"steps": second}}, format="json")
+
+    assert updated.status_code == 200, updated.content
+    shown = updated.json()["workflow"]["steps"]
+    assert shown[0] == {**first[0], "target": {"pool": "default", "handler": "noop"}}
+    assert shown[1] == {**second[1], "target": {"pool": "default", "handler": "noop"}, "payload": {}}
+    assert api.get(f"/v1/jobs/{job_id}").json()["workflow"]["steps"] == shown
+    newest, oldest = api.get(f"/v1/jobs/{job_id}/versions").json()["results"]
+    assert newest["definition"]["workflow"]["steps"] == shown
+    assert oldest["definition"]["workflow"]["steps"] == shown[:1]
+    assert newest["changes"] == [{"field": "workflow", "from": {"steps": shown[:1]}, "to": {"steps": shown}}]
+
+    restored = api.post(f"/v1/jobs/{job_id}/versions/1/restore")
+
+    assert restored.status_code == 200, restored.content
+    assert restored.json()["job"]["workflow"]["steps"] == shown[:1]
+    assert Job.objects.get(pk=job_id).workflow["steps"][0]["depends_on"] == []

@@ -8,14 +8,14 @@ from datetime import UTC, datetime
 import pytest
 
 from dashboard.jobs import forms
-from jobs import workflow
 from jobs.fields import FIELDS, GROUPS, definition_of
 from jobs.models import Job
 from web.api import job_contract
-from web.api.job_api_names import API_NAME, MODEL_NAME, api_changes, api_definition
+from web.api.job_api_names import API_NAME, MODEL_NAME, STEP_API_NAME, api_changes, api_definition, api_workflow
 from web.api.job_fields import GROUP_INPUT, GROUP_OUTPUT
 from web.api.job_serializers import JobInputSerializer, JobOutputSerializer
 from web.api.job_versions import VersionDefinitionSerializer
+from web.api.workflow_serializers import WorkflowSerializer
 
 TOP = [API_NAME[name] for name in dict.fromkeys(field.group or field.name for field in FIELDS)]
 
@@ -103,6 +103,40 @@ def test_the_dashboards_form_has_every_field_of_a_plain_job():
     assert set(forms.initial_values(tenant_slug="t")) == set(forms.FORM_FIELDS)
 
 
-def test_a_workflow_step_document_names_what_a_step_may_set():
+def test_the_api_names_what_a_workflow_step_may_set_of_its_own():
+    """A step keeps what it sets as the job's field it overrides (jobs/workflow.py); the API shows
+    each under the job's API name."""
     step_fields = {field.name for field in FIELDS if field.step}
-    assert step_fields | {field.group for field in FIELDS if field.step and field.group} == set(workflow.STEP_NAMES)
+    groups = {field.group for field in FIELDS if field.step and field.group}
+    assert step_fields | groups <= set(STEP_API_NAME)
+    assert all(STEP_API_NAME[name] == API_NAME[name] for name in step_fields | groups)
+
+
+def test_a_workflow_is_kept_in_the_models_names_and_shown_in_the_apis():
+    given = {
+        "steps": [
+            {"name": "a", "target": {"pool": "p", "handler": "noop"}, "payload": {"maxAttempts": 1}, "dependsOn": []},
+            {
+                "name": "b",
+                "target": {"pool": "p", "handler": "noop"},
+                "payload": {},
+                "dependsOn": ["a"],
+                "retryPolicy": {"maxAttempts": 2, "initialDelayMs": 5},
+                "timeoutSec": 9,
+            },
+        ]
+    }
+
+    kept = WorkflowSerializer.stored(given)
+
+    assert kept["steps"][1] == {
+        "name": "b",
+        "target": {"pool": "p", "handler": "noop"},
+        "payload": {},
+        "depends_on": ["a"],
+        "retry_policy": {"max_attempts": 2, "initial_delay_ms": 5},
+        "timeout_sec": 9,
+    }
+    assert kept["steps"][0]["payload"] == {"maxAttempts": 1}, "a payload is the handler's document"
+    assert api_workflow(kept) == given
+    assert list(api_workflow(kept)["steps"][1]) == list(given["steps"][1])
