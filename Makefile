@@ -48,9 +48,11 @@ lint: install-dev
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
 ## Install and run the whole test suite but the perf layer (needs PostgreSQL, Redis and RabbitMQ
-## on localhost), then what differs between the stores again on the embedded default.
+## on localhost): the unit layer with no server, the rest on PostgreSQL, then what differs between
+## the stores again on the embedded default.
 test: lint
-	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python -m pytest -m "not perf" $(XDIST) $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-unit
+	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python -m pytest -m "not perf" --units=skip $(XDIST) $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-embedded
 
 ## The unit layer: pure logic, no server. Every server address points at a closed port, so a
@@ -58,7 +60,7 @@ test: lint
 test-unit: install-dev
 	env -u DATABASE_URL -u CELERY_BROKER_URL -u REDIS_URL TICKWORK_VAR_DIR=$(abspath var/test-unit) \
 		TICKWORK_TEST_REDIS_URL=redis://127.0.0.1:1 TICKWORK_TEST_AMQP_URL=amqp://guest:guest@127.0.0.1:1// \
-		$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
+		$(BIN)/python -m pytest --units=only $(PYTEST_ARGS)
 
 ## The perf layer: the dashboard's pages against 1,000,000 executions on PostgreSQL (minutes).
 test-perf: install-dev

@@ -210,6 +210,9 @@ def _start_rank(item, root) -> int:
 
 def pytest_addoption(parser):
     parser.addoption("--both-stores-only", action="store_true", help="only the tests marked both_stores (conftest.py)")
+    # `make test` runs the unit layer on its own first, with every server address closed (Makefile,
+    # test-unit), and the rest without it; as options, so that a `-m` of its own still selects within.
+    parser.addoption("--units", choices=("only", "skip"), help="only the unit layer's tests, or all but them")
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these markers
@@ -232,5 +235,11 @@ def pytest_collection_modifyitems(config, items):
     if parallel:
         items.sort(key=lambda item: _start_rank(item, config.rootpath))
     if config.getoption("both_stores_only"):
-        config.hook.pytest_deselected(items=[item for item in items if not item.get_closest_marker("both_stores")])
-        items[:] = [item for item in items if item.get_closest_marker("both_stores")]
+        _keep(config, items, lambda item: item.get_closest_marker("both_stores"))
+    if units := config.getoption("units"):
+        _keep(config, items, lambda item: bool(item.get_closest_marker("unit")) == (units == "only"))
+
+
+def _keep(config, items, wanted) -> None:
+    config.hook.pytest_deselected(items=[item for item in items if not wanted(item)])
+    items[:] = [item for item in items if wanted(item)]
