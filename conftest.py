@@ -1,6 +1,9 @@
 """Shared fixtures. Tests run on PostgreSQL (DATABASE_URL), then again on the embedded default (SQLite);
 see README, "Running the tests"."""
 
+import inspect
+from pathlib import Path
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -170,6 +173,7 @@ def _branches_on_store(path, seen: dict) -> bool:
 #   processes, a virtualenv) starts once;
 # - the browser tests together: their stacks share one Redis database (TICKWORK_TEST_REDIS) and
 #   flush it as they start; so do the tests of a module naming a shared Redis database below.
+_ROOT = Path(__file__).resolve().parent
 _SHARED_REDIS = ("TICKWORK_TEST_PUBLISHER_REDIS_DB", "TICKWORK_TEST_STANDALONE_REDIS_DB")
 
 
@@ -183,9 +187,17 @@ def _xdist_group(item, seen: dict) -> str | None:
     if seen[module]:
         return seen[module]
     definitions = item._fixtureinfo.name2fixturedefs.values()
-    if any(defs[-1].scope in ("module", "package", "class") for defs in definitions):
+    if any(defs[-1].scope in ("module", "package", "class") and _ours(defs[-1]) for defs in definitions):
         return str(module)
     return None
+
+
+def _ours(fixturedef) -> bool:
+    """A fixture of this repository's, not a plugin's: pytest-django's autouse, class-scoped
+    `_django_setup_unittest` is in every test's closure, and counting it put each test in its
+    module's group, so that whole modules of end-to-end tests ran one after another on one worker."""
+    path = Path(inspect.getfile(fixturedef.func))
+    return path.is_relative_to(_ROOT) and not {"site-packages", ".venv"} & set(path.parts)
 
 
 def _in_group(item, group: str) -> None:
@@ -198,14 +210,18 @@ def _in_group(item, group: str) -> None:
 
 
 def _start_rank(item, root) -> int:
-    """The longest first (pytest-django's sort, after this one, keeps this order among the tests of
-    one kind of database use), so that none starts last and keeps one worker busy while the others
-    wait: the schema's fuzzing, then the browser stacks, then the other end-to-end tests."""
+    """The longest first, so that none starts last and keeps one worker busy while the others
+    wait: the schema's fuzzing, then the browser stacks (one group, one worker), then the other
+    end-to-end tests, those of a group (a module's tests in a row) before those that go alone,
+    then the rest, which fill the gaps. (xdist keeps this order of the groups: the Makefile
+    passes --no-loadscope-reorder, as its own order is the largest group first.)"""
     if item.path.is_relative_to(root / "tests_schema"):
         return 0
     if item.get_closest_marker("browser"):
         return 1
-    return 2 if item.get_closest_marker("e2e") else 3
+    if item.get_closest_marker("e2e"):
+        return 2 if item.get_closest_marker("xdist_group") else 3
+    return 4
 
 
 def pytest_addoption(parser):
@@ -215,7 +231,10 @@ def pytest_addoption(parser):
     parser.addoption("--units", choices=("only", "skip"), help="only the unit layer's tests, or all but them")
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these markers
+# A wrapper: its first part runs before every other implementation (before `-m` deselects by these
+# markers), its last after them all (after pytest-django's sort by kind of database use, which
+# would otherwise put every end-to-end test behind the quick ones).
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
     branches, shares = {}, {}
     parallel = bool(getattr(config, "workerinput", None))
@@ -232,6 +251,7 @@ def pytest_collection_modifyitems(config, items):
         if parallel and not item.get_closest_marker("xdist_group") and (group := _xdist_group(item, shares)):
             item.add_marker(pytest.mark.xdist_group(group))
             _in_group(item, group)
+    yield
     if parallel:
         items.sort(key=lambda item: _start_rank(item, config.rootpath))
     if config.getoption("both_stores_only"):

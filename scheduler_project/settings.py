@@ -55,8 +55,10 @@ DEBUG = _env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = _env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
 
+# Not "daphne": as an app it only makes `runserver` serve ASGI, which nothing here uses (`make run`
+# and production start daphne itself), and loading it imports twisted into every process: a quarter
+# of each role's start-up CPU.
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

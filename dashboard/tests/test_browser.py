@@ -521,7 +521,7 @@ def test_a_runs_graph_follows_its_steps_live(stack, browser, transactional_db, d
 
 
 def test_an_executions_logs_show_on_its_page_while_it_runs(stack, browser, transactional_db):
-    """A `test-logs` job logs a pair of lines (ctx.log and logging) every 2 s: its page shows the
+    """A `test-logs` job logs a pair of lines (ctx.log and logging) every 4 s: its page shows the
     first pair while the run is still RUNNING, without a reload, and all six lines once it has
     SUCCEEDED."""
     from executions.models import Execution
@@ -529,7 +529,7 @@ def test_an_executions_logs_show_on_its_page_while_it_runs(stack, browser, trans
 
     tenant = tenant_create(slug="acme")
     _user("ada", tenants=[tenant])
-    execution = _execution(_job(tenant, name="chatty", handler="test-logs", payload={"lines": 3, "seconds": 2}))
+    execution = _execution(_job(tenant, name="chatty", handler="test-logs", payload={"lines": 3, "seconds": 4}))
     page = _page(browser, stack, "ada")
     page.goto(f"{stack.base}/dashboard/executions/{execution.pk}/")
     _wait_live(page)
