@@ -1,5 +1,5 @@
 """The schema tests' fixtures: a tenant's token with seeded objects (tests_schema/seed.py), and the
-web role started as production starts it (daphne), on this test's PostgreSQL database, with a
+web role started as production starts it (gunicorn), on this test's PostgreSQL database, with a
 dispatcher and a sweeper beside it; tests that need work to run start a worker as well."""
 
 import os
@@ -66,13 +66,13 @@ def roles(token, tmp_path, role_settings):
 
 @pytest.fixture
 def web(roles):
-    """The web role on a free port, with a dispatcher and a sweeper beside it (so /v1/health
-    answers as a running install's does); its base URL."""
+    """The web role's HTTP side on a free port, as production serves it (README, "Production
+    deployment": gunicorn with its configuration file, here one process), with a dispatcher and
+    a sweeper beside it (so /v1/health answers as a running install's does); its base URL."""
     port = _free_port()
-    daphne = shutil.which("daphne", path=str(Path(sys.executable).parent)) or "daphne"
-    server = roles.start(
-        "web", name="web", argv=[daphne, "-b", "127.0.0.1", "-p", str(port), "scheduler_project.asgi:application"]
-    )
+    gunicorn = shutil.which("gunicorn", path=str(Path(sys.executable).parent)) or "gunicorn"
+    argv = [gunicorn, "-c", "scheduler_project/gunicorn.conf.py", "-b", f"127.0.0.1:{port}", "-w", "1"]
+    server = roles.start("web", name="web", argv=[*argv, "scheduler_project.wsgi"])
     roles.dispatcher()
     roles.sweeper()
     base = f"http://127.0.0.1:{port}"

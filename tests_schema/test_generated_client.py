@@ -1,7 +1,7 @@
 """A client generated from the live schema works (issue 33): openapi-python-client, with its default
 configuration, makes a typed client of /v1/schema with no warning (clients/generate.py, which
 `make client` runs), and a client developer's first hour goes through it against the roles started
-as production starts them (the web role on daphne, a dispatcher, a sweeper and a Celery worker):
+as production starts them (the web role on gunicorn, a dispatcher, a sweeper and a Celery worker):
 each type of job created, listed a page at a time, read, changed with If-Match, paused, resumed
 after a dry run, triggered; a running execution cancelled; a bulk create; previews; a workflow's
 runs; an event; the dead letter's groups; alert rules.

@@ -1,6 +1,6 @@
 """The API's schema is true: schemathesis, with all its checks, in each of its phases (examples,
 coverage, fuzzing, and stateful sequences that follow the schema's links), against the web role
-started as production starts it (daphne), on PostgreSQL, with a tenant's token and that tenant's
+started as production serves HTTP (gunicorn), on PostgreSQL, with a tenant's token and that tenant's
 seeded objects (tests_schema/seed.py: jobs of every type, executions in each state, a run, an
 event, an alert, a dead-letter group), so that generated requests meet real objects.
 
