@@ -16,9 +16,6 @@ EMBEDDED_VAR_DIR ?= var/test-embedded
 PYTEST_WORKERS ?= 3
 xdist = $(if $(filter 0,$(1)),,-n $(1) --dist loadgroup --no-loadscope-reorder)
 XDIST = $(call xdist,$(PYTEST_WORKERS))
-# The embedded run waits more than it computes (its dispatchers poll, its file broker too): with
-# three processes a quarter of the CPU stood idle, a fourth fills it.
-EMBEDDED_WORKERS ?= $(if $(filter 0,$(PYTEST_WORKERS)),0,4)
 # The unit layer is pure logic, a few hundred milliseconds a module: one process per CPU.
 XDIST_UNITS = $(if $(filter 0,$(PYTEST_WORKERS)),,-n auto)
 # Python's default, whatever the shell says: the compiled modules are kept in __pycache__. Each
@@ -80,7 +77,7 @@ test-perf: install-dev
 test-embedded: install-dev
 	rm -rf $(EMBEDDED_VAR_DIR)
 	env -u DATABASE_URL -u CELERY_BROKER_URL -u REDIS_URL TICKWORK_VAR_DIR=$(abspath $(EMBEDDED_VAR_DIR)) \
-		$(BIN)/python -m pytest -m "not perf" --both-stores-only $(call xdist,$(EMBEDDED_WORKERS)) $(PYTEST_ARGS)
+		$(BIN)/python -m pytest -m "not perf" --both-stores-only $(XDIST) $(PYTEST_ARGS)
 
 ## A typed Python client of the API, generated from its live schema into clients/python/ (README,
 ## "Generated client"); URL=https://… takes a running server's schema instead of starting one here.
