@@ -14,8 +14,7 @@ EMBEDDED_VAR_DIR ?= var/test-embedded
 # and orders them longest first (xdist keeps that order with --no-loadscope-reorder);
 # testing/xdist_isolation.py gives each its own databases and folders. PYTEST_WORKERS=0: one process.
 PYTEST_WORKERS ?= 3
-xdist = $(if $(filter 0,$(1)),,-n $(1) --dist loadgroup --no-loadscope-reorder)
-XDIST = $(call xdist,$(PYTEST_WORKERS))
+XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 # The unit layer is pure logic, a few hundred milliseconds a module: one process per CPU.
 XDIST_UNITS = $(if $(filter 0,$(PYTEST_WORKERS)),,-n auto)
 # Python's default, whatever the shell says: the compiled modules are kept in __pycache__. Each
