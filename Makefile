@@ -52,6 +52,7 @@ lint: install-dev
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
+	$(BIN)/python manage.py check
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
 ## Install and run the whole test suite but the perf layer (needs PostgreSQL, Redis and RabbitMQ

@@ -156,7 +156,6 @@ _DATABASE_FIXTURES = {
 # (PostgreSQL's), tests_smoke and tests_standalone (they start embedded installs of their own
 # whatever the run's store). `make test-embedded` passes --both-stores-only, so a `-m` of its own
 # (PYTEST_ARGS) still selects within it.
-# `make test-embedded` passes --both-stores-only, so a `-m` of its own (PYTEST_ARGS) still selects within it.
 _STORE_PACKAGES = ("store", "executions", "dispatcher", "worker", "maintenance", "background", "alerts", "tests_e2e")
 _BRANCHES_ON_STORE = "connection.vendor"
 
@@ -173,11 +172,10 @@ def _branches_on_store(path, seen: dict) -> bool:
 #   processes, a virtualenv) starts once;
 # - the browser tests together: their stacks share one Redis database (TICKWORK_TEST_REDIS) and
 #   flush it as they start; so do the tests of a module naming a shared Redis database below.
-_ROOT = Path(__file__).resolve().parent
 _SHARED_REDIS = ("TICKWORK_TEST_PUBLISHER_REDIS_DB", "TICKWORK_TEST_STANDALONE_REDIS_DB")
 
 
-def _xdist_group(item, seen: dict) -> str | None:
+def _xdist_group(item, root: Path, seen: dict) -> str | None:
     if item.get_closest_marker("browser"):
         return "browser"
     module = item.path
@@ -187,17 +185,17 @@ def _xdist_group(item, seen: dict) -> str | None:
     if seen[module]:
         return seen[module]
     definitions = item._fixtureinfo.name2fixturedefs.values()
-    if any(defs[-1].scope in ("module", "package", "class") and _ours(defs[-1]) for defs in definitions):
+    if any(defs[-1].scope in ("module", "package", "class") and _ours(defs[-1], root) for defs in definitions):
         return str(module)
     return None
 
 
-def _ours(fixturedef) -> bool:
+def _ours(fixturedef, root: Path) -> bool:
     """A fixture of this repository's, not a plugin's: pytest-django's autouse, class-scoped
     `_django_setup_unittest` is in every test's closure, and counting it put each test in its
     module's group, so that whole modules of end-to-end tests ran one after another on one worker."""
     path = Path(inspect.getfile(fixturedef.func))
-    return path.is_relative_to(_ROOT) and not {"site-packages", ".venv"} & set(path.parts)
+    return path.is_relative_to(root) and not {"site-packages", ".venv"} & set(path.parts)
 
 
 def _in_group(item, group: str) -> None:
@@ -248,7 +246,11 @@ def pytest_collection_modifyitems(config, items):
             or _branches_on_store(item.path, branches)
         ):
             item.add_marker(pytest.mark.both_stores)
-        if parallel and not item.get_closest_marker("xdist_group") and (group := _xdist_group(item, shares)):
+        if (
+            parallel
+            and not item.get_closest_marker("xdist_group")
+            and (group := _xdist_group(item, config.rootpath, shares))
+        ):
             item.add_marker(pytest.mark.xdist_group(group))
             _in_group(item, group)
     yield

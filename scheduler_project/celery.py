@@ -7,6 +7,9 @@ from celery.signals import worker_process_init
 from scheduler_project import file_broker
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
+# Celery's Django fixup runs the system checks as a worker starts; a worker skips them, as every
+# role does (background/command.py says why).
+os.environ.setdefault("CELERY_SKIP_CHECKS", "true")
 file_broker.install()  # filesystem:// writes each message whole before a worker can see it
 
 

@@ -1,4 +1,6 @@
-"""How the bearer token appears in the OpenAPI schema (loaded by TenantsConfig.ready)."""
+"""How the bearer token appears in the OpenAPI schema. web/schema.py imports it, so it registers
+with drf-spectacular wherever the API's views are loaded, and only there: it imports
+drf-spectacular's plumbing (and with it django.test), 80 ms that no other role needs."""
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 

@@ -18,6 +18,7 @@ from rest_framework import serializers
 from rest_framework.mixins import ListModelMixin
 from rest_framework.permissions import AllowAny
 
+from web import authentication_schema  # noqa: F401  # registers the bearer scheme (as the API's views load)
 from web.job_schema import job_create_variants, job_update_target
 
 ERROR_REF = {"$ref": "#/components/schemas/Error"}

@@ -1,12 +1,11 @@
-from django.core.management.base import BaseCommand
-
+from background.command import RoleCommand
 from background.loop import StopFlag
 from background.publisher import CeleryPublisher
 from dispatcher.dispatcher import serve
 from telemetry import tracing
 
 
-class Command(BaseCommand):
+class Command(RoleCommand):
     help = "Claim due executions and publish them to their pools' queues, until SIGINT/SIGTERM."
 
     def handle(self, *args, **options) -> None:

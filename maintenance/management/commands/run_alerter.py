@@ -1,11 +1,10 @@
-from django.core.management.base import BaseCommand
-
+from background.command import RoleCommand
 from background.loop import StopFlag
 from background.publisher import CeleryPublisher
 from maintenance import registry, roles
 
 
-class Command(BaseCommand):
+class Command(RoleCommand):
     help = "Evaluate alert rules and send their notifications, until SIGINT/SIGTERM."
 
     def handle(self, *args, **options) -> None:
