@@ -357,7 +357,8 @@ def resume_question(*, job: Job, now: datetime) -> str | None:
 
     lines = [f"Resume job “{job.name}”?"]
     if job.is_recurring:
-        lines.append(f"Under misfirePolicy {preview.policy}:")
+        window = f", catchupWindowSec {job.catchup_window_sec}" if job.catchup_window_sec is not None else ""
+        lines.append(f"Under misfirePolicy {preview.policy}{window}:")
     lines.append(f"would run now: {plan.run_count}{more}{times(plan.runs, plan.run_count)}")
     lines.append(f"would be skipped: {plan.skip_count}{more}{times(plan.skipped, plan.skip_count)}")
     if plan.next_fire is not None:

@@ -6,6 +6,7 @@ look again soon while a pool holds work back.
 `run_dispatcher` command runs. Any number of dispatchers may run: their claims take turns under
 the claim lock (PostgreSQL), so limits hold whatever their number."""
 
+import functools
 import logging
 import math
 import time
@@ -86,6 +87,7 @@ class CronJob(NamedTuple):
     priority: int
     misfire_policy: str
     concurrency_policy: str
+    catchup_window_sec: int | None
 
 
 def _cron_jobs(job_ids: set) -> dict[uuid.UUID, CronJob]:
@@ -210,9 +212,19 @@ def _apply_policies(claimed: Sequence[Moved], jobs: dict, now: datetime, misfire
     """Cancel the claimed fires that a policy says must not run; return their ids."""
     skipped: set = set()
     for m in claimed:
-        policy = jobs[m.job_id].misfire_policy
-        if m.attempt == 1 and misfire.skips(policy=policy, scheduled_for=m.scheduled_for, now=now, grace=misfire_grace):
-            _skip(m, now, f"missed fire of {m.scheduled_for.isoformat()} skipped (misfirePolicy SKIP)")
+        if m.attempt > 1:
+            continue  # a retry of a fire that ran: the policies judged the fire when it was first claimed
+        job: CronJob = jobs[m.job_id]
+        reason = misfire.skip_reason(
+            policy=job.misfire_policy,
+            scheduled_for=m.scheduled_for,
+            now=now,
+            grace=misfire_grace,
+            window=misfire.window_of(job.catchup_window_sec),
+            next_fire=functools.partial(_next_fire, job),
+        )
+        if reason:
+            _skip(m, now, reason)
             skipped.add(m.id)
     overlap = {job_id for job_id, job in jobs.items() if job.concurrency_policy != ConcurrencyPolicy.ALLOW}
     if not overlap:
@@ -256,14 +268,7 @@ def _materialise_next(claimed: Sequence[Moved], jobs: dict, now: datetime) -> in
     memo: dict[tuple[str, str, datetime], datetime] = {}
 
     def after(job: CronJob, moment: datetime) -> datetime:
-        if job.every_sec is not None and job.start_at is not None:  # INTERVAL: arithmetic, nothing to share
-            return Interval(every=timedelta(seconds=job.every_sec), start=job.start_at).next_fire(moment)
-        # By the schedule as resolved for the job (H is hashed from its id): jobs whose H lands on
-        # the same minute share the computation too.
-        key = (cron.resolve(job.schedule, str(job.id)), job.timezone, moment)
-        if key not in memo:
-            memo[key] = cron.next_fire(*key)
-        return memo[key]
+        return _next_fire(job, moment, memo)
 
     fires: dict[tuple, Fire] = {}
     next_fires: dict = {}
@@ -280,3 +285,17 @@ def _materialise_next(claimed: Sequence[Moved], jobs: dict, now: datetime) -> in
     created = transitions.create_fires(fires=list(fires.values()), now=now)
     transitions.advance_jobs(next_fires=next_fires)
     return created
+
+
+def _next_fire(job: CronJob, moment: datetime, memo: dict | None = None) -> datetime:
+    """The job's first fire after `moment`. H is resolved with the job's id (jobs/cron.py)."""
+    if job.every_sec is not None and job.start_at is not None:  # INTERVAL: arithmetic, nothing to share
+        return Interval(every=timedelta(seconds=job.every_sec), start=job.start_at).next_fire(moment)
+    # By the schedule as resolved for the job (H is hashed from its id): jobs whose H lands on
+    # the same minute share the computation too (`memo`, one claim's).
+    key = (cron.resolve(job.schedule, str(job.id)), job.timezone, moment)
+    if memo is None:
+        return cron.next_fire(*key)
+    if key not in memo:
+        memo[key] = cron.next_fire(*key)
+    return memo[key]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs.models import Job, JobType, Priority
+from jobs.models import RECURRING_TYPES, Job, JobType, Priority
 
 
 def _instant(value: datetime | None) -> str | None:
@@ -87,6 +87,12 @@ FIELDS: tuple[JobField, ...] = (
     JobField("priority", "priority"),
     JobField("misfire_policy", "choice"),
     JobField("concurrency_policy", "choice"),
+    # A recurring job's catch-up window, when it has one (most have none, and their versions never said).
+    JobField(
+        "catchup_window_sec",
+        "integer",
+        held=lambda job: job.type in RECURRING_TYPES and job.catchup_window_sec is not None,
+    ),
 )
 BY_NAME: dict[str, JobField] = {field.name: field for field in FIELDS}
 GROUPS: dict[str, tuple[JobField, ...]] = {

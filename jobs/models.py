@@ -76,6 +76,9 @@ class Job(models.Model):
     concurrency_policy = models.CharField(
         max_length=8, choices=ConcurrencyPolicy.choices, default=ConcurrencyPolicy.ALLOW
     )
+    # CRON and INTERVAL jobs: a missed fire runs only if it is at most this many seconds old when
+    # claimed; older ones are skipped (jobs/misfire.py). Null: no window, every policy as it was.
+    catchup_window_sec = models.PositiveIntegerField(null=True, blank=True)
     # A workflow job's steps (jobs/workflow.py: validated, in model terms), instead of a target:
     # each fire starts a run of them (scheduling/runs.py). Null for a plain job.
     workflow = models.JSONField(null=True, blank=True)
@@ -122,6 +125,11 @@ class Job(models.Model):
             models.CheckConstraint(condition=Q(state__in=JobState.values), name="job_state_valid"),
             models.CheckConstraint(condition=Q(max_attempts__gte=1), name="job_max_attempts_positive"),
             models.CheckConstraint(condition=Q(timeout_sec__gte=1), name="job_timeout_positive"),
+            models.CheckConstraint(
+                condition=Q(catchup_window_sec__isnull=True)
+                | Q(catchup_window_sec__gte=1, type__in=["CRON", "INTERVAL"]),
+                name="job_catchup_window_recurring",
+            ),
             models.CheckConstraint(
                 condition=Q(max_delay_ms__gte=models.F("initial_delay_ms")), name="job_backoff_bounds"
             ),

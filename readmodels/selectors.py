@@ -53,7 +53,8 @@ def job_resume_preview(*, job: Job, now: datetime, limit: int = 100) -> ResumePr
     InvalidJobTransition, as resume does.
 
     It cannot foresee what is decided when the fires are claimed: a concurrencyPolicy FORBID or
-    REPLACE against runs active then, or a SKIP fire whose grace runs out before it is claimed."""
+    REPLACE against runs active then, or a SKIP fire whose grace (or a fire whose catch-up window)
+    runs out before it is claimed."""
     current = Job.objects.filter(pk=job.pk).values_list("state", flat=True).first() or job.state
     if current != JobState.PAUSED:
         raise InvalidJobTransition(job.pk, current, JobState.ACTIVE)
@@ -72,10 +73,18 @@ def job_resume_preview(*, job: Job, now: datetime, limit: int = 100) -> ResumePr
             fires_between=schedule.fires_between,
             next_fire=schedule.next_fire,
             limit=limit,
+            window=misfire.window_of(job.catchup_window_sec),
         )
         # An older pending fire than the chain's (rare: a backfill paused midway) is claimed alone.
         for e in chained[:-1]:
-            late = misfire.skips(policy=job.misfire_policy, scheduled_for=e.scheduled_for, now=now, grace=grace)
+            late = misfire.skips(
+                policy=job.misfire_policy,
+                scheduled_for=e.scheduled_for,
+                now=now,
+                grace=grace,
+                window=misfire.window_of(job.catchup_window_sec),
+                next_fire=schedule.next_fire,
+            )
             (result.skipped if late else others).append(e.scheduled_for)
             if late:
                 result = dataclasses.replace(result, skip_count=result.skip_count + 1)

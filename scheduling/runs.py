@@ -139,8 +139,17 @@ def _policy_verdict(run: Run, job: Job, *, now: datetime, grace: timedelta) -> s
     is asked for and runs."""
     if not job.is_recurring or run.origin != Origin.SCHEDULE:
         return ""
-    if misfire.skips(policy=job.misfire_policy, scheduled_for=run.scheduled_for, now=now, grace=grace):
-        return f"missed fire of {run.scheduled_for.isoformat()} skipped (misfirePolicy SKIP)"
+    schedule = recurrence.of_job(job)
+    missed = misfire.skip_reason(
+        policy=job.misfire_policy,
+        scheduled_for=run.scheduled_for,
+        now=now,
+        grace=grace,
+        window=misfire.window_of(job.catchup_window_sec),
+        next_fire=schedule.next_fire if schedule is not None else None,
+    )
+    if missed:
+        return missed
     if job.concurrency_policy == ConcurrencyPolicy.ALLOW:
         return ""
     # A run is active while any of its steps can still run (BLOCKED and PENDING ones too).

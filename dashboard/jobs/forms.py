@@ -169,6 +169,9 @@ def _api_data(values: dict[str, str], names: set[str], kind: str, errors: dict[s
     if "startAt" in names and kind in RECURRING_TYPES:
         # Emptied on an update: from now (an interval's anchor), or no earliest fire (cron).
         data["startAt"] = values["startAt"] or None
+    if "catchupWindowSec" in names and kind in RECURRING_TYPES:
+        # Emptied on an update: no window.
+        data["catchupWindowSec"] = values["catchupWindowSec"] or None
     if {"handler", "pool"} & names:
         data["target"] = {"handler": values["handler"]}
         if values.get("pool"):

@@ -46,11 +46,14 @@ def drain(now: datetime) -> list[str]:
 @pytest.mark.parametrize("policy", ["RUN_ONCE", "RUN_ALL", "SKIP"])
 @pytest.mark.parametrize("schedule", ["*/10 * * * *", "H/10 * * * *"])
 @pytest.mark.parametrize("paused_for", [timedelta(hours=1), timedelta(seconds=45)], ids=["1h", "45s"])
-def test_dry_run_matches_what_resume_then_does(settings, tenant, make_job, policy, schedule, paused_for):
+@pytest.mark.parametrize("window", [None, 1500, 20], ids=["no-window", "window-25min", "window-20s"])
+def test_dry_run_matches_what_resume_then_does(settings, tenant, make_job, policy, schedule, paused_for, window):
     settings.TICKWORK_MISFIRE_GRACE_SECONDS = 60
     now = on_a_fire(timezone.now())
     created = now - paused_for
-    job = make_job(tenant, type="CRON", schedule=schedule, misfire_policy=policy, now=created)
+    job = make_job(
+        tenant, type="CRON", schedule=schedule, misfire_policy=policy, catchup_window_sec=window, now=created
+    )
     job_pause(job=job, now=created)
     pending = Execution.objects.get(job=job).scheduled_for
     before = snapshot(job)
@@ -72,7 +75,7 @@ def test_dry_run_matches_what_resume_then_does(settings, tenant, make_job, polic
     cancelled = set(Execution.objects.filter(job=job, state="CANCELLED").values_list("scheduled_for", flat=True))
     materialised = set(Execution.objects.filter(job=job).values_list("scheduled_for", flat=True))
     assert ran == plan.runs
-    for fire in plan.skipped:  # cancelled by SKIP, or never materialised (RUN_ONCE and SKIP jump ahead)
+    for fire in plan.skipped:  # cancelled by SKIP or the window, or never materialised (RUN_ONCE and SKIP jump ahead)
         assert fire in cancelled or fire not in materialised
     (left,) = Execution.objects.filter(job=job, state="PENDING")
     assert left.scheduled_for == plan.next_fire == Job.objects.get(pk=job.pk).next_fire_at
@@ -126,3 +129,39 @@ def test_a_long_pause_caps_the_lists_and_counts_every_fire(settings, tenant, mak
     plan = job_resume_preview(job=job, now=now).catch_up
     assert plan.run_count == 7 * 24 * 60 and len(plan.runs) == 100 and plan.skip_count == 0
     assert plan.runs == sorted(plan.runs) and plan.runs[0] == Execution.objects.get(job=job).scheduled_for
+
+
+def test_fires_older_than_the_window_are_recorded_as_skipped(settings, tenant, make_job):
+    """RUN_ALL over `*/10` paused for an hour with a 25-minute window: the three fires at most 25
+    minutes old run; the three older are claimed and cancelled, each with a reason naming the
+    window, in the job's history (as SKIP's missed fires are)."""
+    settings.TICKWORK_MISFIRE_GRACE_SECONDS = 60
+    now = on_a_fire(timezone.now())
+    job = make_job(
+        tenant,
+        type="CRON",
+        schedule="*/10 * * * *",
+        misfire_policy="RUN_ALL",
+        catchup_window_sec=1500,
+        now=now - timedelta(hours=1),
+    )
+    job_pause(job=job, now=now - timedelta(hours=1))
+    plan = job_resume_preview(job=job, now=now).catch_up
+    assert (plan.run_count, plan.skip_count) == (3, 3)
+    job_resume(job=job, now=now)
+    published = drain(now)
+    assert len(published) == 3
+    skipped = Execution.objects.filter(job=job, state="CANCELLED").order_by("scheduled_for")
+    assert [e.scheduled_for for e in skipped] == plan.skipped
+    for execution in skipped:
+        assert "catchupWindowSec 1500" in execution.events.get(to_state="CANCELLED").message
+
+
+def test_a_retry_is_not_judged_by_the_window(settings, tenant, make_job):
+    """The window judges a fire when it is first claimed; its retries run however late."""
+    settings.TICKWORK_MISFIRE_GRACE_SECONDS = 60
+    now = on_a_fire(timezone.now())
+    job = make_job(tenant, type="CRON", schedule="*/10 * * * *", catchup_window_sec=60, now=now - timedelta(hours=1))
+    retry = Execution.objects.get(job=job)
+    Execution.objects.filter(pk=retry.pk).update(attempt=2)  # as a retry of the hour-old fire would be
+    assert str(retry.pk) in drain(now)

@@ -101,6 +101,15 @@ INPUT: dict[str, serializers.Field] = {
     "priority": ChoiceField(choices=Priority.names, required=False),
     "misfire_policy": ChoiceField(choices=MisfirePolicy.values, required=False),
     "concurrency_policy": ChoiceField(choices=ConcurrencyPolicy.values, required=False),
+    "catchup_window_sec": serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_EVERY_SEC,
+        required=False,
+        allow_null=True,
+        help_text="CRON and INTERVAL jobs: a missed fire runs only if it is at most this many seconds old "
+        "when dispatched; older ones are skipped and recorded as skipped, under every misfirePolicy. "
+        "Null or absent: no window.",
+    ),
 }
 
 OUTPUT: dict[str, serializers.Field] = {
@@ -128,4 +137,7 @@ OUTPUT: dict[str, serializers.Field] = {
     "priority": _PriorityName(),
     "misfire_policy": StoredChoiceField(MisfirePolicy.values, source="misfire_policy"),
     "concurrency_policy": StoredChoiceField(ConcurrencyPolicy.values, source="concurrency_policy"),
+    "catchup_window_sec": serializers.IntegerField(
+        source="catchup_window_sec", allow_null=True, help_text="A recurring job's catch-up window; null: none."
+    ),
 }

@@ -78,6 +78,10 @@ class JobInputSerializer(StrictSerializer):
             attrs.pop(name, None)
         if attrs.get("startAt") is not None and kind not in RECURRING_TYPES:
             raise serializers.ValidationError({"startAt": [f"is only used by CRON and INTERVAL jobs, not {kind}"]})
+        if attrs.get("catchupWindowSec") is not None and kind not in RECURRING_TYPES:
+            raise serializers.ValidationError(
+                {"catchupWindowSec": [f"is only used by CRON and INTERVAL jobs, not {kind}"]}
+            )
         if attrs.get("filter") and kind != JobType.EVENT:
             raise serializers.ValidationError({"filter": [f"is only used by EVENT jobs, not {kind}"]})
         self._check_target_or_workflow(attrs, job)

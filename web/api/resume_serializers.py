@@ -35,6 +35,12 @@ class ResumePreviewSerializer(serializers.Serializer):
     misfireGraceSec = serializers.SerializerMethodField(
         help_text="Under SKIP, a fire claimed more than this late is skipped."
     )
+    catchupWindowSec = serializers.IntegerField(
+        source="job.catchup_window_sec",
+        allow_null=True,
+        help_text="The job's catch-up window: a fire more than this old when claimed is skipped, under every "
+        "misfirePolicy (null: none).",
+    )
     at = serializers.DateTimeField(help_text="The moment the dry run is for: the database's now.")
     wouldRun = serializers.ListField(
         child=serializers.DateTimeField(),
