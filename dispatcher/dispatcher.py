@@ -18,16 +18,17 @@ from typing import NamedTuple, Self
 
 from django.conf import settings as django_settings
 from django.db import close_old_connections, transaction
+from django.db.models import Q
 
 from background.loop import StopFlag, run_forever
 from background.publisher import Dispatch, Publisher
 from dispatcher.buffer import BrokerBuffer
 from dispatcher.wakeup import DueClock
-from executions import transitions
+from executions import buffering, transitions
 from executions.clock import db_now
 from executions.models import Execution, Origin
 from executions.states import ACTIVE, ExecutionState, InvalidTransition
-from jobs import cron, misfire
+from jobs import cron, misfire, overlap
 from jobs.models import ConcurrencyPolicy, MisfirePolicy
 from jobs.recurrence import Interval
 from pools.models import Role
@@ -100,6 +101,7 @@ class DispatchResult:
     published: int = 0
     skipped: int = 0  # fires not run because of a misfire or concurrency policy
     materialised: int = 0
+    released: int = 0  # buffered fires started (concurrencyPolicy BUFFER_ONE)
     held_back: set[str] = field(default_factory=set)  # pools that left due work waiting
 
 
@@ -127,6 +129,8 @@ def run_once(
     result = DispatchResult()
     began = tracing.now_ns()
     with transaction.atomic():
+        # Buffered fires whose run in progress ended start now: this claim takes them.
+        result.released = release_buffered(now=now)
         claimed, cron_job_ids, admission = claim(
             now=now, limit=limit, publish_grace=config.publish_grace, limit_of=buffer.limit
         )
@@ -212,9 +216,9 @@ def _apply_policies(claimed: Sequence[Moved], jobs: dict, now: datetime, misfire
     """Cancel the claimed fires that a policy says must not run; return their ids."""
     skipped: set = set()
     for m in claimed:
-        if m.attempt > 1:
-            continue  # a retry of a fire that ran: the policies judged the fire when it was first claimed
         job: CronJob = jobs[m.job_id]
+        if m.attempt > 1 or _was_buffered(m, job):
+            continue  # a retry, or a buffered fire released: judged when it was first claimed
         reason = misfire.skip_reason(
             policy=job.misfire_policy,
             scheduled_for=m.scheduled_for,
@@ -232,6 +236,10 @@ def _apply_policies(claimed: Sequence[Moved], jobs: dict, now: datetime, misfire
     claimed_ids = [m.id for m in claimed]
     active = list(Execution.objects.filter(job_id__in=overlap, state__in=ACTIVE).exclude(pk__in=claimed_ids))
     busy = {e.job_id for e in active}
+    buffering = {job_id for job_id in overlap if jobs[job_id].concurrency_policy == ConcurrencyPolicy.BUFFER_ONE}
+    if buffering:
+        fresh = [m for m in claimed if m.job_id in buffering and m.id not in skipped and m.attempt == 1]
+        skipped |= _buffer_one(fresh, busy, now)
     for m in claimed:
         if m.id in skipped or m.job_id not in busy:
             continue
@@ -249,6 +257,64 @@ def _apply_policies(claimed: Sequence[Moved], jobs: dict, now: datetime, misfire
             except InvalidTransition:
                 pass  # it finished since it was read: there is nothing left to replace
     return skipped
+
+
+def _buffer_one(claimed: Sequence[Moved], active: set, now: datetime) -> set:
+    """BUFFER_ONE for the claimed fires of its jobs (jobs/overlap.py): each job's, oldest first,
+    runs, waits (BLOCKED, behind the job's run in progress) or is skipped (one already waits).
+    `active` holds the jobs with a QUEUED or RUNNING execution besides these; a retry waiting for
+    its backoff is a run in progress too. Returns the ids not to publish."""
+    job_ids = {m.job_id for m in claimed}
+    claimed_ids = [m.id for m in claimed]
+    retrying = Execution.objects.filter(job_id__in=job_ids, state=S.PENDING, attempt__gt=1).exclude(pk__in=claimed_ids)
+    running = set(active) | set(retrying.values_list("job_id", flat=True))
+    buffered = set(
+        Execution.objects.filter(job_id__in=job_ids, state=S.BLOCKED, run__isnull=True).values_list("job_id", flat=True)
+    )
+    held: set = set()
+    for m in sorted(claimed, key=lambda m: (m.scheduled_for, str(m.id))):
+        verdict = overlap.buffer_one(running=m.job_id in running, buffered=m.job_id in buffered)
+        if verdict == overlap.Verdict.RUN:
+            running.add(m.job_id)
+        elif verdict == overlap.Verdict.BUFFER:
+            if buffering.buffer(execution_id=m.id, source=S.QUEUED, now=now, reason=overlap.BUFFERED_REASON):
+                buffered.add(m.job_id)
+            held.add(m.id)
+        else:
+            _skip(m, now, overlap.SKIPPED_REASON)
+            held.add(m.id)
+    return held
+
+
+def _was_buffered(m: Moved, job: CronJob) -> bool:
+    """A BUFFER_ONE fire claimed again after it waited (its first claim took lease token 1): its
+    policies were applied then, and its successor made."""
+    return job.concurrency_policy == ConcurrencyPolicy.BUFFER_ONE and m.lease_token > 1
+
+
+def release_buffered(*, now: datetime, limit: int = 1000) -> int:
+    """Start the buffered fires (BLOCKED: a plain job's fire that waits, jobs/overlap.py) whose job
+    has no run in progress any more: → PENDING, due now; and the buffered workflow runs likewise
+    (scheduling/runs.py). Whatever the job's policy is now: a fire that waits starts once the run
+    it waits for ended. Each dispatcher pass does it before its claim, which then takes them.
+    Returns how many it started."""
+    released = runs.release_buffered(now=now, limit=limit)
+    # The (state, scheduled_for) index: BLOCKED rows are few (waiting steps and buffered fires).
+    plain = dict(Execution.objects.filter(state=S.BLOCKED, run__isnull=True).values_list("id", "job_id")[:limit])
+    if not plain:
+        return released
+    busy = set(
+        Execution.objects.filter(job_id__in=set(plain.values()))
+        .filter(Q(state__in=ACTIVE) | Q(state=S.PENDING, attempt__gt=1))
+        .values_list("job_id", flat=True)
+    )
+    for execution_id, job_id in plain.items():
+        if overlap.releases(running=job_id in busy, buffered=True):
+            released += buffering.unbuffer(execution_id=execution_id, now=now, reason=RELEASED_REASON)
+    return released
+
+
+RELEASED_REASON = "released: the run it waited for ended (concurrencyPolicy BUFFER_ONE)"
 
 
 def _skip(m: Moved, now: datetime, reason: str) -> None:
@@ -274,8 +340,8 @@ def _materialise_next(claimed: Sequence[Moved], jobs: dict, now: datetime) -> in
     next_fires: dict = {}
     for m in claimed:
         job: CronJob = jobs[m.job_id]
-        if m.attempt > 1:
-            continue  # a retry of an old fire; its successor was made when it was first claimed
+        if m.attempt > 1 or _was_buffered(m, job):
+            continue  # a retry of an old fire, or a buffered one: its successor was made when it was first claimed
         fire = after(job, m.scheduled_for)
         if fire <= now and job.misfire_policy != MisfirePolicy.RUN_ALL:
             fire = after(job, now)

@@ -3,9 +3,14 @@
 BLOCKED             a workflow step waiting for its upstream steps (scheduling/runs.py): released
                     to PENDING, due now, in the transaction that records the last upstream's
                     success; CANCELLED when an upstream ends DEAD or CANCELLED, and BLOCKED again
-                    when that upstream is re-driven.
+                    when that upstream is re-driven. Or a fire of a concurrencyPolicy BUFFER_ONE
+                    job waiting for the job's run in progress to end (`buffer`, from PENDING or
+                    QUEUED, by the dispatcher): released to PENDING, due now, by the
+                    dispatcher's next pass after that run ends (`unbuffer`, or a workflow run's
+                    roots by `release_steps`).
 PENDING             waits for `available_at`. Made by job creation, a cron fire, a retry or a
-                    re-drive; the dispatcher's claim is the only way out except cancellation.
+                    re-drive; the dispatcher's claim is the only way out except cancellation (and
+                    a BUFFER_ONE workflow run's unclaimed steps, buffered with the run).
 QUEUED              claimed by a dispatcher under a new lease token and published to its pool's
                     queue. A worker starts it; the sweeper re-publishes it if none does in time.
 RUNNING             a worker holds the lease and heartbeats. The worker records the outcome;
@@ -68,8 +73,8 @@ EXECUTION: Machine[ExecutionState] = Machine(
     states=ExecutionState,
     moves={
         S.BLOCKED: {S.PENDING, S.CANCELLED},
-        S.PENDING: {S.QUEUED, S.CANCELLED},
-        S.QUEUED: {S.RUNNING, S.CANCELLED},
+        S.PENDING: {S.QUEUED, S.CANCELLED, S.BLOCKED},
+        S.QUEUED: {S.RUNNING, S.CANCELLED, S.BLOCKED},
         S.RUNNING: {S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.FAILED_WORKER_LOST, S.CANCELLED, S.PENDING},
         S.FAILED: {S.PENDING, S.DEAD},
         S.TIMED_OUT: {S.PENDING, S.DEAD},
@@ -88,6 +93,7 @@ EXECUTION: Machine[ExecutionState] = Machine(
     writers=[
         "executions.transitions",
         "executions.steps",
+        "executions.buffering",
         "executions.moves",
         "executions.retiming",
         "store",

@@ -42,6 +42,9 @@ class ConcurrencyPolicy(models.TextChoices):
     ALLOW = "ALLOW"
     FORBID = "FORBID"  # a fire is skipped while an earlier run of the job is still active
     REPLACE = "REPLACE"  # an active run is cancelled and the new fire runs
+    # While a run is in progress, one fire waits (BLOCKED) and starts when that run ends; a fire
+    # arriving while one waits is skipped (jobs/overlap.py).
+    BUFFER_ONE = "BUFFER_ONE"
 
 
 class Job(models.Model):
@@ -74,7 +77,7 @@ class Job(models.Model):
     priority = models.PositiveSmallIntegerField(choices=Priority.choices, default=Priority.NORMAL)
     misfire_policy = models.CharField(max_length=8, choices=MisfirePolicy.choices, default=MisfirePolicy.RUN_ONCE)
     concurrency_policy = models.CharField(
-        max_length=8, choices=ConcurrencyPolicy.choices, default=ConcurrencyPolicy.ALLOW
+        max_length=10, choices=ConcurrencyPolicy.choices, default=ConcurrencyPolicy.ALLOW
     )
     # CRON and INTERVAL jobs: a missed fire runs only if it is at most this many seconds old when
     # claimed; older ones are skipped (jobs/misfire.py). Null: no window, every policy as it was.

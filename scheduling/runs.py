@@ -15,14 +15,14 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from executions import steps, transitions
+from executions import buffering, steps, transitions
 from executions.models import Execution, Origin, Run
 from executions.states import TERMINAL, ExecutionState, InvalidTransition
-from jobs import misfire, recurrence, workflow
+from jobs import misfire, overlap, recurrence, workflow
 from jobs.fields import FIELDS, group_of
 from jobs.models import ConcurrencyPolicy, Job, MisfirePolicy
 from scheduling.execution_changes import execution_cancel
-from store import Moved
+from store import Moved, store
 from telemetry import tracing
 
 S = ExecutionState
@@ -122,7 +122,10 @@ def admit(*, claimed: Sequence[Moved], now: datetime, misfire_grace: timedelta) 
     for run in fresh:
         job = run.job
         reason = _policy_verdict(run, job, now=now, grace=misfire_grace)
-        if reason:
+        if reason == overlap.BUFFERED_REASON:
+            _buffer_run(run.pk, now=now)
+            skipped_runs.add(run.pk)
+        elif reason:
             cancel_run(run_id=run.pk, now=now, reason=reason)
             skipped_runs.add(run.pk)
         Run.objects.filter(pk=run.pk).update(admitted=True)
@@ -152,6 +155,12 @@ def _policy_verdict(run: Run, job: Job, *, now: datetime, grace: timedelta) -> s
         return missed
     if job.concurrency_policy == ConcurrencyPolicy.ALLOW:
         return ""
+    if job.concurrency_policy == ConcurrencyPolicy.BUFFER_ONE:
+        running, buffered = _other_runs(job.pk, run.pk)
+        verdict = overlap.buffer_one(running=bool(running), buffered=bool(buffered))
+        return {overlap.Verdict.BUFFER: overlap.BUFFERED_REASON, overlap.Verdict.SKIP: overlap.SKIPPED_REASON}.get(
+            verdict, ""
+        )
     # A run is active while any of its steps can still run (BLOCKED and PENDING ones too).
     others = set(
         Execution.objects.filter(job_id=job.pk, state__in=OPEN).exclude(run_id=run.pk).values_list("run_id", flat=True)
@@ -163,6 +172,55 @@ def _policy_verdict(run: Run, job: Job, *, now: datetime, grace: timedelta) -> s
     for other in sorted(others - {None}, key=str):
         cancel_run(run_id=other, now=now, reason=f"replaced by run {run.pk} (concurrencyPolicy REPLACE)")
     return ""
+
+
+def _other_runs(job_id: Any, run_id: Any) -> tuple[set, set]:
+    """The job's admitted runs other than `run_id` that have a step that can still run: those in
+    progress, and those buffered (BUFFER_ONE: every such step BLOCKED, none begun; a run in
+    progress always has a step begun or due, since a BLOCKED step is released or cancelled in the
+    transaction that ends the step above it)."""
+    rows = (
+        Execution.objects.filter(job_id=job_id, state__in=OPEN, run__admitted=True)
+        .exclude(run_id=run_id)
+        .values_list("run_id", "state")
+    )
+    open_runs: dict[Any, set] = {}
+    for other, state in rows:
+        open_runs.setdefault(other, set()).add(state)
+    buffered = {other for other, states in open_runs.items() if states == {S.BLOCKED}}
+    return set(open_runs) - buffered, buffered
+
+
+def _buffer_run(run_id: Any, *, now: datetime) -> None:
+    """BUFFER_ONE: the run waits whole for the job's run in progress: its steps not yet BLOCKED
+    (its roots, claimed now or still PENDING) are, until `release_buffered` starts it."""
+    for execution_id, state in Execution.objects.filter(run_id=run_id, state__in=[S.PENDING, S.QUEUED]).values_list(
+        "id", "state"
+    ):
+        buffering.buffer(execution_id=execution_id, source=S(state), now=now, reason=overlap.BUFFERED_REASON)
+
+
+def release_buffered(*, now: datetime, limit: int) -> int:
+    """Start the buffered runs (BUFFER_ONE: admitted, every step that can still run BLOCKED and
+    none begun) whose job has no other run in progress: each one's root steps are released as any
+    step whose upstream steps are done (steps.settle_run), due now. Whatever the job's policy is
+    now: a fire that waits is started once the run it waits for ended. Returns how many started."""
+    begun = [state for state in OPEN if state != S.BLOCKED]
+    waiting = (
+        Run.objects.filter(admitted=True, executions__state=S.BLOCKED)
+        .exclude(executions__state__in=begun)
+        .values_list("pk", "job_id")
+        .distinct()[:limit]
+    )
+    started = 0
+    for run_id, job_id in sorted(waiting, key=lambda row: str(row[0])):
+        running, _ = _other_runs(job_id, run_id)
+        if overlap.releases(running=bool(running), buffered=True):
+            steps.settle_run(run_id, now=now)
+            started += 1
+    if started:
+        store().notify_due(now)
+    return started
 
 
 def _make_next(job: Job, *, after: datetime, now: datetime, previous: str = "") -> int:

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from executions import steps, transitions
+from executions import buffering, steps, transitions
 from executions.models import Execution, ExecutionEvent, Run
 from executions.states import TRANSITIONS, InvalidTransition
 from executions.states import ExecutionState as S
@@ -151,6 +151,8 @@ def _apply(name: str, execution, now) -> bool:
         "cancel_blocked": lambda: _moved_one(
             steps.cancel_blocked(run_id=row.run_id, names=[row.step], now=now, reason="upstream"), execution
         ),
+        "buffer": lambda: buffering.buffer(execution_id=execution.pk, source=state, now=now, reason="waits"),
+        "unbuffer": lambda: buffering.unbuffer(execution_id=execution.pk, now=now, reason="ended"),
         "reblock": lambda: _moved_one(
             steps.reblock(run_id=row.run_id, names=[row.step], now=now, reason="again"), execution
         ),

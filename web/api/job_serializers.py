@@ -12,7 +12,7 @@ from rest_framework import serializers
 
 from jobs import cron, registry
 from jobs.fields import FIELDS, group_of
-from jobs.models import RECURRING_TYPES, Job, JobType, Priority
+from jobs.models import RECURRING_TYPES, ConcurrencyPolicy, Job, JobType, Priority
 from jobs.payloads import StrictSerializer
 from jobs.states import JobState
 from readmodels.runs import RUN_STATES
@@ -81,6 +81,10 @@ class JobInputSerializer(StrictSerializer):
         if attrs.get("catchupWindowSec") is not None and kind not in RECURRING_TYPES:
             raise serializers.ValidationError(
                 {"catchupWindowSec": [f"is only used by CRON and INTERVAL jobs, not {kind}"]}
+            )
+        if attrs.get("concurrencyPolicy") == ConcurrencyPolicy.BUFFER_ONE and kind not in RECURRING_TYPES:
+            raise serializers.ValidationError(
+                {"concurrencyPolicy": [f"BUFFER_ONE is only used by CRON and INTERVAL jobs, not {kind}"]}
             )
         if attrs.get("filter") and kind != JobType.EVENT:
             raise serializers.ValidationError({"filter": [f"is only used by EVENT jobs, not {kind}"]})

@@ -1,8 +1,9 @@
-"""`catchupWindowSec` through the API: CRON and INTERVAL jobs take it (a positive whole number of
-seconds, or null: no window), every other type is refused it with a 400 naming the field; it is
-part of the definition (PATCH sets and clears it, versions record it) and the resume dry run says
-it and counts by it. The rules themselves are jobs/tests/test_misfire.py's; that the dispatcher
-applies them, dispatcher/tests/test_resume_preview.py's."""
+"""`catchupWindowSec` and `concurrencyPolicy` `BUFFER_ONE` through the API. CRON and INTERVAL jobs
+take a window (a positive whole number of seconds, or null: no window), every other type is
+refused it with a 400 naming the field; it is part of the definition (PATCH sets and clears it,
+versions record it) and the resume dry run says it and counts by it. BUFFER_ONE is a policy of
+recurring jobs. The rules themselves are jobs/tests/test_misfire.py's and test_overlap.py's; that
+the dispatcher applies them, dispatcher/tests/test_resume_preview.py's and test_buffer_one.py's."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -105,3 +106,36 @@ def test_the_resume_dry_run_says_the_window_and_skips_by_it(api, tenant, make_jo
     assert body["wouldSkipCount"] >= 3
     for fire in body["wouldSkip"]:
         assert datetime.fromisoformat(fire) < now - timedelta(seconds=1500) + timedelta(seconds=5)
+
+
+# --- concurrencyPolicy BUFFER_ONE (its rules: jobs/tests/test_overlap.py, dispatcher/tests/test_buffer_one.py) ---
+
+
+def test_buffer_one_is_a_concurrency_policy_of_recurring_jobs(api):
+    made = create(api, concurrencyPolicy="BUFFER_ONE")
+    assert made.status_code == 201 and made.json()["concurrencyPolicy"] == "BUFFER_ONE"
+    interval = {"name": "i", "type": "INTERVAL", "everySec": 1, "target": {"handler": "noop"}}
+    assert api.post("/v1/jobs", {**interval, "concurrencyPolicy": "BUFFER_ONE"}, format="json").status_code == 201
+    job_id = made.json()["jobId"]
+    patched = api.patch(f"/v1/jobs/{job_id}", {"concurrencyPolicy": "FORBID"}, format="json")
+    assert patched.status_code == 200 and patched.json()["concurrencyPolicy"] == "FORBID"
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"type": "ONCE", "runAt": "2031-01-01T00:00:00Z"}, {"type": "EVENT", "on": "order.paid"}],
+    ids=["ONCE", "EVENT"],
+)
+def test_buffer_one_on_a_job_that_does_not_recur_is_a_400_naming_the_field(api, fields):
+    body = {"name": "x", "target": {"handler": "noop"}, "concurrencyPolicy": "BUFFER_ONE", **fields}
+    response = api.post("/v1/jobs", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["concurrencyPolicy"] == [
+        f"BUFFER_ONE is only used by CRON and INTERVAL jobs, not {fields['type']}"
+    ]
+
+
+def test_an_unknown_policy_is_a_400_that_lists_buffer_one(api):
+    response = create(api, concurrencyPolicy="BUFFER_TWO")
+    assert response.status_code == 400
+    assert "BUFFER_ONE" in response.json()["concurrencyPolicy"][0]

@@ -19,6 +19,7 @@ PREVIEW_FIELDS = {
     "state",
     "misfirePolicy",
     "misfireGraceSec",
+    "catchupWindowSec",
     "at",
     "wouldRun",
     "wouldRunCount",
