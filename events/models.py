@@ -56,3 +56,19 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.id})"
+
+
+class DebouncedEvent(models.Model):
+    """An event that a debounced EVENT job folded into one of its runs (events/debounce.py), the
+    first of them included: the run's handler is told how many and which (its context's event).
+    Written with its event, deleted with it."""
+
+    event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="folds")
+    # The run's execution (no foreign key: executions are pruned by their own retention).
+    execution_id = models.UUIDField()
+
+    class Meta:
+        indexes = [models.Index(fields=["execution_id", "event"], name="debounced_event_execution")]
+
+    def __str__(self) -> str:
+        return f"{self.event_id} in {self.execution_id}"

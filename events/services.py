@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from events import debounce
 from events.matching import filter_matches
 from events.models import Event
 from executions.models import Origin
@@ -44,6 +45,8 @@ def event_receive(
       the event row records what was started (`matched`, `execution_ids`, `run_ids`), in a stable
       order (the jobs by creation, a workflow's executions in its order of steps);
     - a paused or cancelled job is not started, nor one of another tenant;
+    - a debounced job's run is not started but joined while it waits (events/debounce.py): the
+      event row names the execution it joined, as one it started;
     - with an idempotency key, a repeat (the same name and payload) returns the first event and
       starts nothing, even when the two race: the unique index on (tenant, key) lets one insert
       win, and the others wait on it and then read it. The key with another name or payload raises
@@ -66,7 +69,9 @@ def event_receive(
                 request_fingerprint=fingerprint,
             )
             fired = [
-                runs.fire(job=job, scheduled_for=now, now=now, origin=Origin.EVENT, event_id=event.pk)
+                runs.Fired(None, [debounce.fold(job=job, event=event, now=now)])
+                if job.debounce_sec
+                else runs.fire(job=job, scheduled_for=now, now=now, origin=Origin.EVENT, event_id=event.pk)
                 for job in _matching_jobs(tenant=tenant, name=name, payload=payload)
             ]
             event.matched = len(fired)

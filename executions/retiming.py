@@ -27,6 +27,16 @@ def retime_run(*, run_id: Any, fire: datetime, now: datetime) -> None:
     Run.objects.filter(pk=run_id).update(scheduled_for=fire)
 
 
+def refold(*, execution_id: Any, fire: datetime, event_id: Any, now: datetime) -> bool:
+    """A debounced event run that has not started (events/debounce.py) is due at `fire` and
+    carries `event_id`, the last event folded into it. False when it was claimed meanwhile."""
+    return bool(
+        Execution.objects.filter(pk=execution_id, state=ExecutionState.PENDING, started_at__isnull=True).update(
+            scheduled_for=fire, available_at=fire, event_id=event_id, updated_at=now
+        )
+    )
+
+
 def repool_pending(*, job_id: Any, pool: str, priority: int, now: datetime) -> None:
     """The job's pending executions go to `pool` at `priority`, not yet claimed. A retry waiting
     here takes its earlier attempts to the new pool: the metrics' retries of each pool stay where

@@ -78,6 +78,11 @@ FIELDS: tuple[JobField, ...] = (
     # An EVENT job's event is its timing.
     JobField("event_name", "text", held=_timing_of(JobType.EVENT)),
     JobField("event_filter", "json", held=_timing_of(JobType.EVENT)),
+    # A debounced EVENT job's windows (most event jobs have none, and their versions never said).
+    JobField("debounce_sec", "integer", held=lambda job: job.type == JobType.EVENT and job.debounce_sec is not None),
+    JobField(
+        "debounce_max_sec", "integer", held=lambda job: job.type == JobType.EVENT and job.debounce_max_sec is not None
+    ),
     JobField("max_attempts", "integer", group="retry_policy", step=True),
     JobField("backoff", "choice", group="retry_policy", step=True),
     JobField("initial_delay_ms", "integer", group="retry_policy", step=True),

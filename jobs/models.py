@@ -89,6 +89,11 @@ class Job(models.Model):
     # db_default too: rows inserted by SQL of their own (the benchmark, data loads) need not name it.
     event_name = models.CharField(max_length=200, blank=True, default="", db_default="")
     event_filter = models.JSONField(null=True, blank=True)
+    # An EVENT job's debounce (events/debounce.py): the events that match within this many seconds
+    # of each other fold into one run, started once they stop (or `debounce_max_sec` after the
+    # first). None: each event starts a run of its own.
+    debounce_sec = models.PositiveIntegerField(null=True, blank=True)
+    debounce_max_sec = models.PositiveIntegerField(null=True, blank=True)
     state = models.CharField(max_length=10, choices=JobState.choices, default=JobState.ACTIVE)
     # The earliest scheduled fire not yet dispatched; null when there is none.
     next_fire_at = models.DateTimeField(null=True, blank=True)

@@ -4,6 +4,7 @@ start the runs of the event jobs they match, which real workers run; the handler
 
 import json
 import time
+from datetime import timedelta
 
 import pytest
 from django.db import transaction
@@ -93,3 +94,29 @@ def test_a_signed_webhook_starts_the_run_and_a_badly_signed_one_nothing(live, te
 
 def _header() -> str:
     return "HTTP_" + SIGNATURE_HEADER.upper().replace("-", "_")
+
+
+def test_ten_events_in_two_seconds_to_a_debounced_job_make_one_run_that_carries_the_last_and_the_count(live, tenant):
+    live.worker(wait=False)
+    live.dispatcher()
+    live.ready()
+    api = _client(tenant)
+    body = {"name": "reindex", "type": "EVENT", "on": "doc.changed", "target": {"handler": "test-event"}}
+    job = api.post("/v1/jobs", {**body, "debounceSec": 3}, format="json").json()
+
+    ids = []
+    for n in range(10):
+        answer = api.post("/v1/events", {"name": "doc.changed", "payload": {"n": n}}, format="json")
+        assert answer.status_code == 202, answer.content
+        ids.append(answer.json()["eventId"])
+        time.sleep(0.2)
+    last = Event.objects.get(pk=ids[-1]).received_at
+
+    done = wait_for(lambda: _succeeded(Event.objects.get(pk=ids[0]).execution_ids), timeout=30, what="the run")
+    assert Execution.objects.filter(job_id=job["jobId"]).count() == 1
+    (run,) = done
+    assert {Event.objects.get(pk=pk).execution_ids[0] for pk in ids} == {str(run.pk)}
+    assert run.started_at >= last + timedelta(seconds=3)  # quiet for 3 s after the last event
+    told = run.result["event"]
+    assert told["id"] == ids[-1] and told["payload"] == {"n": 9}
+    assert told["debounced"] == {"count": 10, "eventIds": ids}

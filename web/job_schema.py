@@ -25,7 +25,7 @@ _TIMING: dict[str, tuple[str, ...]] = {
     JobType.DELAYED: ("delaySec",),
     JobType.CRON: ("schedule", "timezone", "startAt"),
     JobType.INTERVAL: ("everySec", "startAt"),
-    JobType.EVENT: ("on", "filter"),
+    JobType.EVENT: ("on", "filter", "debounceSec", "debounceMaxSec"),
 }
 # What another type's field may be, where the API takes it (JobInputSerializer.validate): None,
 # where it is not taken at all.
@@ -39,7 +39,11 @@ _ELSEWHERE: dict[str, dict[str, Any] | None] = {
     "filter": {"allOf": [{"$ref": "#/components/schemas/EventFilter"}], "nullable": True, "maxProperties": 0},
     "schedule": None,
     "on": None,
+    "debounceSec": {"type": "integer", "nullable": True, "enum": [None]},
+    "debounceMaxSec": {"type": "integer", "nullable": True, "enum": [None]},
 }
+# An EVENT job's fields that only a job with a target takes: a workflow job is not debounced.
+_TARGET_ONLY = ("debounceSec", "debounceMaxSec")
 _RUNS = {"target": ("target", "payload"), "workflow": ("workflow",)}
 COMPONENT = "JobInputRequest"  # its name kept: generated clients know it
 TYPE_ENUM = "#/components/schemas/JobTypeEnum"
@@ -55,6 +59,8 @@ def _variant(fields: dict[str, Any], kind: str, runs: str) -> dict[str, Any]:
             # The one job type enum, narrowed to this variant's type: a client generated from the
             # schema has one JobTypeEnum for a create, an update and an answer alike.
             properties[name] = {"allOf": [{"$ref": TYPE_ENUM}], "enum": [kind]}
+        elif name in _TARGET_ONLY and runs == "workflow":
+            properties[name] = dict(_ELSEWHERE[name])  # type: ignore[arg-type]
         elif name in own or name in _RUNS[runs] or (name not in _ELSEWHERE and name not in _WHAT):
             properties[name] = copy.deepcopy(schema)
         elif _ELSEWHERE.get(name) is not None:

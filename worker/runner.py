@@ -102,7 +102,7 @@ def run(*, execution_id: str, lease_token: int, defer_success: bool = False) -> 
         run_id=str(row.run_id) if row.run_id else None,
         step=row.step,
         _upstream=functools.partial(runs.upstream_results, run_id=row.run_id, step=row.step) if row.run_id else None,
-        _event=functools.partial(event_for_handler, row.event_id) if row.event_id else None,
+        _event=functools.partial(event_for_handler, row.event_id, row.id) if row.event_id else None,
         _signing_secrets=functools.partial(signing_secrets_now, slug=row.tenant_slug),
     )
     with tracing.run_span(row, handler=handler) as span:

@@ -16,8 +16,9 @@ from web.api.job_api_names import API_NAME
 from web.api.job_serializers import TIMING_FIELD_OF, JobInputSerializer, JobUpdateSerializer
 from web.handler_catalog import handler_catalog
 
-# The form makes and changes plain jobs: a workflow's steps and an EVENT job's event are the API's.
-NOT_ON_FORM = {"workflow", "event_name", "event_filter"}
+# The form makes and changes plain jobs: a workflow's steps and an EVENT job's event (and its
+# debounce) are the API's.
+NOT_ON_FORM = {"workflow", "event_name", "event_filter", "debounce_sec", "debounce_max_sec"}
 # The form's fields: the job's table (jobs/fields.py) in the API's flat names (a group's fields
 # are its leaves: handler, maxAttempts), and the tenant to create in.
 ON_FORM = tuple(field for field in FIELDS if field.name not in NOT_ON_FORM)

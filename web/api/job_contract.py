@@ -33,6 +33,8 @@ from web.api.workflow_serializers import EventFilterField, WorkflowField, Workfl
 MAX_DELAY_SEC = 10 * 365 * 86400
 # The longest interval: ten years, as a delay.
 MAX_EVERY_SEC = MAX_DELAY_SEC
+# The longest debounce window and wait: a week.
+MAX_DEBOUNCE_SEC = 7 * 86400
 
 
 class _BlankAsNull(serializers.CharField):
@@ -95,6 +97,22 @@ INPUT: dict[str, serializers.Field] = {
         required=False, help_text="EVENT jobs: the name of the events it runs for (an event's `name`)."
     ),
     "event_filter": EventFilterField(required=False, allow_null=True),
+    "debounce_sec": serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_DEBOUNCE_SEC,
+        required=False,
+        allow_null=True,
+        help_text="EVENT jobs with a target: matching events less than this many seconds apart fold into one run, "
+        "started this long after the last of them (docs/events.md, Debounce). Null: a run per event.",
+    ),
+    "debounce_max_sec": serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_DEBOUNCE_SEC,
+        required=False,
+        allow_null=True,
+        help_text="With debounceSec: the folded run starts at the latest this many seconds after the first event "
+        "it folds, however many keep coming. Null: no limit.",
+    ),
     "payload": PayloadField(required=False),
     "retry_policy": RetryPolicySerializer(required=False),
     "timeout_sec": serializers.IntegerField(min_value=1, max_value=7 * 86400, required=False),
@@ -130,6 +148,12 @@ OUTPUT: dict[str, serializers.Field] = {
     ),
     "event_filter": EventFilterField(
         source="event_filter", allow_null=True, help_text="An EVENT job's payload filter."
+    ),
+    "debounce_sec": serializers.IntegerField(
+        source="debounce_sec", allow_null=True, help_text="A debounced EVENT job's quiet period; null otherwise."
+    ),
+    "debounce_max_sec": serializers.IntegerField(
+        source="debounce_max_sec", allow_null=True, help_text="A debounced EVENT job's longest wait; null if none."
     ),
     "payload": PayloadField(),
     "retry_policy": RetryPolicyOutputSerializer(source="*"),

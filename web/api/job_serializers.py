@@ -89,6 +89,7 @@ class JobInputSerializer(StrictSerializer):
         if attrs.get("filter") and kind != JobType.EVENT:
             raise serializers.ValidationError({"filter": [f"is only used by EVENT jobs, not {kind}"]})
         self._check_target_or_workflow(attrs, job)
+        self._check_debounce(attrs, job, kind)
         if "timezone" in attrs and kind != JobType.CRON and attrs["timezone"] != "UTC":
             raise serializers.ValidationError({"timezone": [f"is only used by CRON jobs, not {kind}"]})
         if "retryPolicy" in attrs and job is not None:
@@ -124,6 +125,25 @@ class JobInputSerializer(StrictSerializer):
             raise serializers.ValidationError({"workflow": ["a job with a target cannot become a workflow"]})
         if "payload" in attrs and ("workflow" in attrs or (job is not None and job.workflow)):
             raise serializers.ValidationError({"payload": ["a workflow job's steps carry their payloads"]})
+
+    @staticmethod
+    def _check_debounce(attrs, job: Job | None, kind: str) -> None:
+        """A debounce folds the runs of an EVENT job with a target (events/debounce.py); its longest
+        wait, when it has one, is no shorter than its quiet period."""
+        workflow = "workflow" in attrs or (job is not None and bool(job.workflow))
+        for name in ("debounceSec", "debounceMaxSec"):
+            if attrs.get(name) is None:
+                continue
+            if kind != JobType.EVENT:
+                raise serializers.ValidationError({name: [f"is only used by EVENT jobs, not {kind}"]})
+            if workflow:
+                raise serializers.ValidationError({name: ["a workflow job is not debounced: each event starts a run"]})
+        quiet = attrs.get("debounceSec", job.debounce_sec if job else None)
+        longest = attrs.get("debounceMaxSec", job.debounce_max_sec if job else None)
+        if longest is not None and quiet is None:
+            raise serializers.ValidationError({"debounceMaxSec": ["needs debounceSec"]})
+        if longest is not None and quiet is not None and longest < quiet:
+            raise serializers.ValidationError({"debounceMaxSec": [f"must be at least debounceSec ({quiet})"]})
 
     def _check_payload(self, attrs, job: Job | None) -> None:
         """The payload must fit its handler's declared shape: checked when either changes."""
