@@ -23,6 +23,16 @@ _BARE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 LIST_FILTER_CHARS = 60
 
 
+def _debounce(job: Any) -> SafeString:
+    """A debounced EVENT job's window (docs/events.md, "Debounce"): `, once quiet for 3s (at most 1m)`."""
+    longest = format_html(" (at most {})", duration(job.debounce_max_sec)) if job.debounce_max_sec else ""
+    return format_html(
+        '<span class="muted" data-testid="job-debounce">, once quiet for {}{}</span>',
+        duration(job.debounce_sec),
+        longest,
+    )
+
+
 def filter_text(event_filter: dict[str, Any]) -> str:
     """An event filter as one line: its keys bare where they can be, its values as JSON (a string
     quoted: the filter's equality tells "1" from 1)."""
@@ -39,16 +49,18 @@ def job_trigger(job: Any, compact: bool = False) -> SafeString:
     """When the job fires. `compact`: the jobs list's cell, where a long filter is cut short."""
     if job.type == JobType.EVENT:
         if not job.event_filter:
-            return format_html('on <code class="mono trigger-code" data-testid="job-event">{}</code>', job.event_name)
-        text = filter_text(job.event_filter)
-        shown = text if not compact or len(text) <= LIST_FILTER_CHARS else text[: LIST_FILTER_CHARS - 1] + "…"
-        return format_html(
-            'on <code class="mono trigger-code" data-testid="job-event">{}</code>'
-            ' where <code class="mono" title="{}">{}</code>',
-            job.event_name,
-            text,
-            shown,
-        )
+            on = format_html('on <code class="mono trigger-code" data-testid="job-event">{}</code>', job.event_name)
+        else:
+            text = filter_text(job.event_filter)
+            shown = text if not compact or len(text) <= LIST_FILTER_CHARS else text[: LIST_FILTER_CHARS - 1] + "…"
+            on = format_html(
+                'on <code class="mono trigger-code" data-testid="job-event">{}</code>'
+                ' where <code class="mono" title="{}">{}</code>',
+                job.event_name,
+                text,
+                shown,
+            )
+        return on + _debounce(job) if getattr(job, "debounce_sec", None) else on
     if job.type == JobType.CRON:
         return format_html(
             '<code class="mono trigger-code" title="{}">{}</code> <span class="muted">in {}</span>',

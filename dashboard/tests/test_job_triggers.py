@@ -118,3 +118,16 @@ def test_a_filters_values_are_json_and_its_plain_keys_bare():
     )
     assert filter_text({"a key": "1", "nested": {"x": [1, 2]}}) == '{"a key": "1", nested: {"x": [1, 2]}}'
     assert filter_text({"ville": "Zürich"}) == '{ville: "Zürich"}'
+
+
+@pytest.mark.django_db
+def test_a_debounced_event_job_says_its_window_on_its_page_and_in_the_list(member_client, tenant):
+    job = _make(tenant, name="reindex", type="EVENT", event_name="doc.changed", debounce_sec=3, debounce_max_sec=90)
+    bare = _make(tenant, name="quiet only", type="EVENT", event_name="doc.saved", debounce_sec=120)
+
+    page = member_client.get(f"/dashboard/jobs/{job.pk}/").content.decode()
+    listed = member_client.get("/dashboard/jobs/").content.decode()
+
+    said = '<span class="muted" data-testid="job-debounce">, once quiet for 3 s (at most 1 min 30 s)</span>'
+    assert said in page and said in _row(listed, job)
+    assert ", once quiet for 2 min</span>" in _row(listed, bare)
