@@ -17,6 +17,7 @@ class ActorKind(models.TextChoices):
     DASHBOARD = "dashboard"  # a signed-in user on the operator dashboard
     API = "api"  # a request to /v1/: an API token, or a session calling the API
     ADMIN = "admin"  # a staff user in Django's admin
+    SYSTEM = "system"  # Tickwork itself: a job paused after its pauseAfterFailures failed fires
     CLI = "cli"  # a management command (`manage.py jobs`, `import_beat`): the operating system's user
 
 
@@ -27,6 +28,7 @@ ACTIONS = (
     "job.update",
     "job.restore",
     "job.pause",
+    "job.auto_pause",
     "job.resume",
     "job.trigger",
     "job.cancel",

@@ -22,6 +22,7 @@ from rest_framework.exceptions import ValidationError
 
 from audit.models import ActorKind, AuditEntry, AuditOutcome
 from executions.states import InvalidTransition
+from jobs.models import Job
 from jobs.rows import new_row
 from jobs.states import InvalidJobTransition
 from scheduling.job_creation import QuotaExceeded
@@ -171,6 +172,24 @@ def audit_record(
     )
     store().insert_new([row])
     _announce([row])
+
+
+# The system, as the audit log names it when Tickwork acts on its own.
+SYSTEM = Actor(user_id=None, username="tickwork", kind=ActorKind.SYSTEM)
+
+
+def audit_auto_pause(job_id: Any, now: datetime, reason: str) -> None:
+    """The system paused a job (jobs.transitions.auto_pause, whose listener this is: audit/apps.py):
+    its row, in the transaction of the pause, so that neither commits without the other."""
+    job = Job.objects.only("name", "tenant_id").get(pk=job_id)
+    audit_record(
+        actor=SYSTEM,
+        action="job.auto_pause",
+        target=Target.of_job(job),
+        outcome=AuditOutcome.OK,
+        now=now,
+        detail=reason,
+    )
 
 
 def audit_records(rows: Iterable[AuditEntry]) -> None:

@@ -25,6 +25,7 @@ from executions import observers, tallies
 from executions.models import Execution, Run
 from executions.moves import FRESH_ATTEMPT, moves
 from executions.states import ExecutionState
+from jobs import transitions as job_transitions
 from jobs import workflow
 from store import Moved, store
 from telemetry import tracing
@@ -114,10 +115,13 @@ def settle_run(run_id: Any, *, now: datetime) -> None:
     """After a step of the run ended: release the BLOCKED steps whose upstream steps all
     succeeded, and cancel the BLOCKED steps that a DEAD or CANCELLED step above them keeps from
     ever running. Call in the transaction that recorded the step's end."""
-    run = Run.objects.select_for_update(no_key=True).only("steps").filter(pk=run_id).first()
+    run = Run.objects.select_for_update(no_key=True).only("steps", "job_id").filter(pk=run_id).first()
     if run is None:
         return
     states = dict(Execution.objects.filter(run_id=run_id).values_list("step", "state"))
+    if len(states) == len(run.steps) and all(state == S.SUCCEEDED for state in states.values()):
+        # The run succeeded: its job's count of consecutive failed fires starts again.
+        job_transitions.failed_fires_reset(job_ids=[run.job_id])
     release_steps(
         run_id=run_id, names=workflow.ready(run.steps, states, succeeded=S.SUCCEEDED, blocked=S.BLOCKED), now=now
     )

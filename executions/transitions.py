@@ -27,6 +27,7 @@ from executions.moves import FRESH_ATTEMPT, accepts, move_one, moves
 from executions.moves import NAMED as NAMED  # the table of named transitions, for its test
 from executions.states import REDRIVABLE, RETRYABLE, TERMINAL, ExecutionState
 from executions.storable import storable_json, storable_text
+from jobs import transitions as job_transitions
 from jobs.rows import new_row
 from store import Beat, Fire, Moved, MovedSet, Republished, Started, Success, store
 from telemetry import tracing
@@ -341,9 +342,17 @@ def retry(*, execution_id: Any, source: ExecutionState, now: datetime, available
 
 @moves(sorted(RETRYABLE), S.DEAD)
 def discard(*, execution_id: Any, source: ExecutionState, now: datetime, message: str) -> bool:
-    """A failure → DEAD: attempts exhausted. The dead-letter view lists it."""
+    """A failure → DEAD: attempts exhausted. The dead-letter view lists it. In the same transaction its
+    job counts a failed fire, and is paused when that reaches its pauseAfterFailures (README)."""
     accepts("discard", source)
-    return _move(execution_id=execution_id, source=source, target=S.DEAD, now=now, message=message, finished_at=now)
+    with transaction.atomic():
+        moved = _move(
+            execution_id=execution_id, source=source, target=S.DEAD, now=now, message=message, finished_at=now
+        )
+        counted = store().count_failed_fire(execution_id=execution_id) if moved else None
+        if counted is not None and counted.failed_fires >= counted.threshold:
+            job_transitions.auto_pause(job_id=counted.job_id, now=now)
+    return moved
 
 
 # --- people and services (API, admin, dashboard) ---------------------------------------------------------

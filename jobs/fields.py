@@ -98,6 +98,13 @@ FIELDS: tuple[JobField, ...] = (
         "integer",
         held=lambda job: job.type in RECURRING_TYPES and job.catchup_window_sec is not None,
     ),
+    # A recurring job's, when it has one: most never pause, and their versions never said (a
+    # restore of a version without it clears it: web/api/job_versions.py).
+    JobField(
+        "pause_after_failures",
+        "integer",
+        held=lambda job: job.type in RECURRING_TYPES and job.pause_after_failures is not None,
+    ),
 )
 BY_NAME: dict[str, JobField] = {field.name: field for field in FIELDS}
 GROUPS: dict[str, tuple[JobField, ...]] = {
@@ -111,6 +118,8 @@ INTERNAL = frozenset(
         "tenant",
         "state",
         "next_fire_at",
+        "failed_fires",
+        "paused_reason",
         "idempotency_key",
         "request_fingerprint",
         "created_by",

@@ -94,7 +94,17 @@ class Job(models.Model):
     # first). None: each event starts a run of its own.
     debounce_sec = models.PositiveIntegerField(null=True, blank=True)
     debounce_max_sec = models.PositiveIntegerField(null=True, blank=True)
+    # CRON and INTERVAL jobs: paused by the system after this many consecutive fires ended DEAD
+    # (README, "Pausing after failed fires"). Null: never.
+    pause_after_failures = models.PositiveIntegerField(null=True, blank=True)
     state = models.CharField(max_length=10, choices=JobState.choices, default=JobState.ACTIVE)
+    # The fires that ended DEAD since the last that succeeded (or the last resume): counted by the
+    # store in the transaction of the move to DEAD (store.count_failed_fire), only while
+    # pause_after_failures is set. db_default: rows inserted by SQL of their own need not name it.
+    failed_fires = models.PositiveIntegerField(default=0, db_default=0)
+    # Why the system paused it ("paused after 3 consecutive failed fires"); empty when it is not
+    # paused, or was paused by someone. Cleared by resume.
+    paused_reason = models.CharField(max_length=200, blank=True, default="", db_default="")
     # The earliest scheduled fire not yet dispatched; null when there is none.
     next_fire_at = models.DateTimeField(null=True, blank=True)
     # Null, not "", when absent: the unique index must ignore jobs created without a key.
@@ -137,6 +147,11 @@ class Job(models.Model):
                 condition=Q(catchup_window_sec__isnull=True)
                 | Q(catchup_window_sec__gte=1, type__in=["CRON", "INTERVAL"]),
                 name="job_catchup_window_recurring",
+            ),
+            models.CheckConstraint(
+                condition=Q(pause_after_failures__isnull=True)
+                | Q(pause_after_failures__gte=1, type__in=["CRON", "INTERVAL"]),
+                name="job_pause_after_failures_recurring",
             ),
             models.CheckConstraint(
                 condition=Q(max_delay_ms__gte=models.F("initial_delay_ms")), name="job_backoff_bounds"

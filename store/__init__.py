@@ -11,7 +11,20 @@ from django.db import DEFAULT_DB_ALIAS, connections
 
 from store.functions import percentile
 from store.interface import CancelListener, DueListener, OverBudget, Store
-from store.rows import Beat, Change, DueRow, Fire, Moved, MovedSet, Republished, Snapshot, Started, Success, as_uuid
+from store.rows import (
+    Beat,
+    Change,
+    DueRow,
+    FailedFire,
+    Fire,
+    Moved,
+    MovedSet,
+    Republished,
+    Snapshot,
+    Started,
+    Success,
+    as_uuid,
+)
 
 __all__ = [
     "Beat",
@@ -19,6 +32,7 @@ __all__ = [
     "Change",
     "DueListener",
     "DueRow",
+    "FailedFire",
     "Fire",
     "Moved",
     "MovedSet",

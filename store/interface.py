@@ -24,6 +24,7 @@ from store.rows import (
     Beat,
     Change,
     DueRow,
+    FailedFire,
     Fire,
     MovedSet,
     Overall,
@@ -229,6 +230,17 @@ class Store(abc.ABC):
         skipping a fire that exists already (the unique index execution_one_per_fire_step decides,
         so two claims can never make one fire twice); a constant number of statements however
         many. Returns how many were made."""
+        ...
+
+    @abc.abstractmethod
+    def count_failed_fire(self, *, execution_id: Any) -> FailedFire | None:
+        """The execution `execution_id` just ended DEAD (call in the transaction of that move): one
+        more consecutive failed fire of its job, when the job has `pause_after_failures`. The job's
+        row is locked before it is read, so that several workers ending fires of one job at once
+        neither lose a count nor see the same one; a workflow run counts once, by the first of its
+        steps to end DEAD. None when nothing was counted. Success resets the count: a move to
+        SUCCEEDED of an execution that is not a workflow step does it in its own statement
+        (`move`, `succeed_many`), a workflow run that succeeded in its settling."""
         ...
 
     @abc.abstractmethod

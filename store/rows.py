@@ -86,6 +86,17 @@ class Beat:
 
 # (execution id, job id, tenant id, new state) per execution moved: what observers hear.
 Change = tuple[Any, Any, int, str]
+
+
+class FailedFire(NamedTuple):
+    """A fire counted as failed (Store.count_failed_fire): its job, the job's consecutive failed
+    fires now, and the count at which the job is to pause (its pause_after_failures)."""
+
+    job_id: uuid.UUID
+    failed_fires: int
+    threshold: int
+
+
 # What a set-based move returns: the rows it moved, and their changes for the observers.
 MovedSet = tuple[list[Moved], list[Change]]
 

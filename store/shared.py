@@ -17,7 +17,7 @@ from jobs.models import Job
 from store import queries, tables
 from store.interface import Store
 from store.queries import TOKEN
-from store.rows import Beat, MovedSet, Republished, Snapshot, as_uuid
+from store.rows import Beat, FailedFire, MovedSet, Republished, Snapshot, as_uuid
 from store.statements import Statements, _column
 from store.tables import (
     BLOCKED,
@@ -255,6 +255,36 @@ class SharedStore(Statements, Store):
             .filter(state__in=FINISHED, finished_at__lt=before)
             .values_list("pk", flat=True)[:limit]
         )
+
+    def count_failed_fire(self, *, execution_id: Any) -> FailedFire | None:
+        executions = tables.execution()._default_manager
+        # One statement for the job that does not count (most): its setting is read with the row.
+        ended = (
+            executions.filter(pk=execution_id, state=DEAD, job__pause_after_failures__isnull=False)
+            .values("job_id", "run_id")
+            .first()
+        )
+        if ended is None:
+            return None
+        # The row lock first (SQLite has one writer at a time already): a second worker's fire of
+        # the same job waits here until this transaction ends, then reads the count it left.
+        job = (
+            Job.objects.select_for_update(no_key=True)
+            .filter(pk=ended["job_id"], pause_after_failures__isnull=False)
+            .values("failed_fires", "pause_after_failures")
+            .first()
+        )
+        if job is None:
+            return None
+        if (
+            ended["run_id"] is not None
+            and executions.filter(run_id=ended["run_id"], state__in=[DEAD, DISCARDED]).exclude(pk=execution_id).exists()
+        ):
+            return None  # the run was counted by the step that ended DEAD before this one
+        threshold = job["pause_after_failures"]
+        assert threshold is not None  # the filter's
+        Job.objects.filter(pk=ended["job_id"]).update(failed_fires=F("failed_fires") + 1)
+        return FailedFire(ended["job_id"], job["failed_fires"] + 1, threshold)
 
     def settle_jobs(self, *, job_ids: list, now: datetime) -> None:
         job_transitions.jobs_complete(job_ids=job_ids, now=now, open_states=tables.open_states())

@@ -48,6 +48,9 @@ def test_the_definition_holds_what_the_type_and_kind_hold_in_the_models_names():
         "misfire_policy",
         "concurrency_policy",
     ]
+    interval.pause_after_failures = 3
+    assert definition_of(interval)["pause_after_failures"] == 3  # held when set, as a CRON job's start_at
+    interval.pause_after_failures = None
     assert definition_of(interval)["start_at"] == "2031-01-01T00:00:00Z"
     assert definition_of(interval)["target"] == {"pool": "p", "handler": "noop"}
     assert definition_of(interval)["priority"] == "NORMAL"

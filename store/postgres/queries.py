@@ -67,6 +67,16 @@ SETTLE_JOBS = (
     " AND other.id NOT IN (SELECT id FROM {moved}) AND other.state NOT IN (" + _FINISHED_STATES + "))"
 )
 
+# A fire that succeeded starts its job's count of consecutive failed fires again
+# (Store.count_failed_fire), as a step of the statement that moved the executions in {moved}
+# (columns job_id, run_id) to SUCCEEDED; a workflow step is left to its run's settling. Only the
+# rows that counted some are written, so a job without failures costs no write. No row is also
+# settled by SETTLE_JOBS (one-off jobs never count: pauseAfterFailures is recurring jobs').
+RESET_FAILED_FIRES = (
+    ", reset AS (UPDATE jobs_job SET failed_fires = 0 FROM {moved}"
+    " WHERE jobs_job.id = {moved}.job_id AND {moved}.run_id IS NULL AND jobs_job.failed_fires > 0)"
+)
+
 # A worker's successes, each under its lease token, with their events (at each run's finish) and
 # the settling of their jobs ({settle}: SETTLE_JOBS over `moved`).
 SUCCEED_MANY = (
@@ -79,8 +89,7 @@ SUCCEED_MANY = (
     " events AS (INSERT INTO executions_executionevent"
     " (execution_id, at, from_state, to_state, attempt, worker_id, message)"
     " SELECT id, finished_at, %s, %s, attempt, worker_id, 'succeeded' FROM moved),"
-    " settled AS ({settle})"
-    " SELECT id, job_id, tenant_id FROM moved"
+    " settled AS ({settle})" + RESET_FAILED_FIRES.format(moved="moved") + " SELECT id, job_id, tenant_id FROM moved"
 )
 
 # --- inserts -------------------------------------------------------------------------------------------

@@ -73,7 +73,14 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
         # to it; outside one the statement is its own transaction.
         with contextlib.nullcontext() if not connection.in_atomic_block else transaction.atomic():
             moved = self._with_events(
-                sql, params, source=source, target=target, now=now, message=message, settle=target in FINISHED
+                sql,
+                params,
+                source=source,
+                target=target,
+                now=now,
+                message=message,
+                settle=target in FINISHED,
+                reset=target == SUCCEEDED,
             )
         if len(moved) != 1:
             return None
@@ -356,11 +363,13 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
         now: datetime,
         message: str,
         settle: bool = False,
+        reset: bool = False,
         returning: str = queries.MOVED_ONE,
         select: str = queries.MOVED_ONE_READ,
     ) -> list[tuple]:
         """Run `update_sql` (an UPDATE of executions) with, in the same statement, an event for
-        each row it moved and, with `settle`, the settling of their jobs. Returns what `select`
+        each row it moved and, with `settle`, the settling of their jobs (with `reset`, their counts
+        of failed fires started again). Returns what `select`
         reads from `moved`. A worker makes two moves per run: as three to five statements each,
         with BEGIN and COMMIT, they were most of a short run's time."""
         sql = queries.WITH_EVENTS.format(move=update_sql, returning=returning)
@@ -369,6 +378,8 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
             settle_sql, settle_params = self._settle_sql(moved="moved", now=now)
             sql += queries.SETTLED.format(settle=settle_sql)
             params += settle_params
+        if reset:  # a success: its job's count of failed fires starts again
+            sql += queries.RESET_FAILED_FIRES.format(moved="moved")
         return self.fetch(f"{sql} {select}", params)
 
     @staticmethod

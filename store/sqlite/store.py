@@ -65,7 +65,7 @@ class SqliteStore(SqliteAdmission, SqliteReads, SharedStore):
                 return None
             row = (
                 tables.execution()
-                ._default_manager.values("attempt", "worker_id", "job_id", "tenant_id")
+                ._default_manager.values("attempt", "worker_id", "job_id", "tenant_id", "run_id")
                 .get(pk=execution_id)
             )
             self.record_events(
@@ -77,6 +77,8 @@ class SqliteStore(SqliteAdmission, SqliteReads, SharedStore):
             )
             if target in FINISHED:
                 self.settle_jobs(job_ids=[row["job_id"]], now=now)
+            if target == SUCCEEDED and row["run_id"] is None:  # a workflow run's is its settling's
+                job_transitions.failed_fires_reset(job_ids=[row["job_id"]])
         return (execution_id, row["job_id"], row["tenant_id"], target)
 
     def start(

@@ -55,6 +55,23 @@ def _running(make_job, tenant, now, **fields) -> Execution:
     return Execution.objects.get(pk=execution.pk)
 
 
+def _fire(make_job, tenant, now) -> Execution:
+    """An INTERVAL job's first fire, PENDING and due a minute ago."""
+    return make_job(
+        tenant, type="INTERVAL", every_sec=60, start_at=now - timedelta(minutes=1), now=now
+    ).executions.get()
+
+
+def _running_fire(make_job, tenant, now) -> Execution:
+    """An INTERVAL job's first fire, RUNNING."""
+    execution = _fire(make_job, tenant, now)
+    (moved,), _ = store().queue([execution.pk], now=now, republish_at=now + LEASE)
+    assert store().start(
+        execution_id=execution.pk, lease_token=moved.lease_token, now=now, lease=LEASE, values=_started(now)
+    )
+    return Execution.objects.get(pk=execution.pk)
+
+
 def _events(execution) -> list[tuple[str, str, str]]:
     return list(
         ExecutionEvent.objects.filter(execution_id=execution.pk)
@@ -139,6 +156,60 @@ def test_succeed_many_records_each_success_under_its_own_lease(tenant, make_job,
     assert Execution.objects.get(pk=first.pk).result == {"ok": 1}
     assert Execution.objects.get(pk=second.pk).state == S.RUNNING
     assert Job.objects.get(pk=first.job_id).state == "COMPLETED"
+
+
+def test_a_success_starts_its_jobs_count_of_failed_fires_again(tenant, make_job, now):
+    """Through `move` and `succeed_many` alike, and only the job's whose fire succeeded."""
+    moved, batched, other = (_running_fire(make_job, tenant, now) for _ in range(3))
+    Job.objects.filter(pk__in=[moved.job_id, batched.job_id, other.job_id]).update(failed_fires=2)
+
+    store().move(
+        execution_id=moved.pk,
+        source=S.RUNNING,
+        target=S.SUCCEEDED,
+        now=now,
+        values={"finished_at": now},
+        lease_token=moved.lease_token,
+    )
+    store().succeed_many([Success(batched.pk, batched.lease_token, None, now)], now=now, result_of=lambda success: None)
+
+    counts = dict(Job.objects.values_list("pk", "failed_fires"))
+    assert (counts[moved.job_id], counts[batched.job_id], counts[other.job_id]) == (0, 0, 2)
+
+
+def _dead(execution, now) -> None:
+    store().move(execution_id=execution.pk, source=execution.state, target=S.DEAD, now=now, values={})
+
+
+def test_count_failed_fire_counts_a_dead_fire_of_a_job_with_pause_after_failures(tenant, make_job, now):
+    counting, not_counting, still_pending = (_fire(make_job, tenant, now) for _ in range(3))
+    Job.objects.filter(pk__in=[counting.job_id, still_pending.job_id]).update(pause_after_failures=3, failed_fires=1)
+    _dead(counting, now)
+    _dead(not_counting, now)
+
+    counted = store().count_failed_fire(execution_id=counting.pk)
+
+    assert counted == (counting.job_id, 2, 3)
+    assert Job.objects.get(pk=counting.job_id).failed_fires == 2
+    assert store().count_failed_fire(execution_id=not_counting.pk) is None  # no pauseAfterFailures
+    assert store().count_failed_fire(execution_id=still_pending.pk) is None  # not DEAD
+    assert Job.objects.get(pk=not_counting.job_id).failed_fires == 0
+
+
+def test_count_failed_fire_counts_a_workflow_run_once(tenant, make_job, now):
+    """The first step of a run to end DEAD counts the run; another of the same run does not."""
+    job = make_job(tenant, type="INTERVAL", every_sec=60, start_at=now, workflow=WORKFLOW, pool="", handler="", now=now)
+    Job.objects.filter(pk=job.pk).update(pause_after_failures=2)
+    run = Run.objects.get(job=job)
+    store().release_steps(run_id=run.pk, names=["b", "c"], now=now, message="go")
+    b, c = Execution.objects.get(run=run, step="b"), Execution.objects.get(run=run, step="c")
+    _dead(b, now)
+    first = store().count_failed_fire(execution_id=b.pk)
+    _dead(c, now)
+
+    assert first == (job.pk, 1, 2)
+    assert store().count_failed_fire(execution_id=c.pk) is None
+    assert Job.objects.get(pk=job.pk).failed_fires == 1
 
 
 def test_heartbeat_extends_the_lease_of_the_worker_holding_it(tenant, make_job, now):
