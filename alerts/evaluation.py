@@ -127,3 +127,24 @@ def missed_fire(*, fires: Iterable[DueFire], now: datetime, threshold: float) ->
         )
         for fire in sorted(earliest.values(), key=lambda f: (f.scheduled_for, f.job_id))
     ]
+
+
+@dataclass(frozen=True)
+class AutoPaused:
+    job_id: str
+    job_name: str
+    reason: str  # the job's pausedReason
+    paused_at: datetime
+
+
+def job_auto_paused(*, jobs: Iterable[AutoPaused]) -> list[Breach]:
+    """Each job that the system paused (its pauseAfterFailures reached) and nobody has resumed:
+    the alert fires when the pause is seen and resolves when the job is resumed (or cancelled)."""
+    return [
+        Breach(
+            f"job:{job.job_id}",
+            f"job '{job.job_name}' ({job.job_id}) was {job.reason} "
+            f"(at {job.paused_at.strftime('%Y-%m-%d %H:%M:%S')} UTC); it stays PAUSED until resumed",
+        )
+        for job in sorted(jobs, key=lambda j: (j.paused_at, j.job_id))
+    ]

@@ -8,12 +8,12 @@ from datetime import datetime, timedelta
 from django.db.models import Count, Q, QuerySet
 
 from alerts import evaluation
-from alerts.evaluation import Breach, DueFire
+from alerts.evaluation import AutoPaused, Breach, DueFire
 from alerts.models import AlertKind, AlertRule
 from executions.models import Execution, Origin
 from executions.states import ExecutionState
 from jobs import registry
-from jobs.models import RECURRING_TYPES
+from jobs.models import RECURRING_TYPES, Job
 from jobs.states import JobState
 from pools import registry as workers
 from pools import roles
@@ -24,7 +24,8 @@ K = AlertKind
 S = ExecutionState
 # The most starts a p99 is computed over (the newest): enough for a true p99, bounded work.
 LAG_SAMPLE = 10_000
-# The most jobs one MISSED_FIRE evaluation names (each its own alert), and the dead executions a summary names.
+# The most jobs one MISSED_FIRE (or JOB_AUTO_PAUSED) evaluation names (each its own alert), and the
+# dead executions a summary names.
 MISSED_FIRE_CAP = 200
 EXAMPLES = 3
 
@@ -50,6 +51,8 @@ def breaches(rule: AlertRule, *, now: datetime) -> list[Breach]:
         return evaluation.missed_fire(
             fires=_due_fires(rule, now=now, threshold=threshold), now=now, threshold=threshold
         )
+    if rule.kind == K.JOB_AUTO_PAUSED:
+        return evaluation.job_auto_paused(jobs=_auto_paused(rule))
     executions = _executions(rule)
     subject, where = _subject(rule)
     if rule.kind == K.FAILURE_RATE:
@@ -154,3 +157,15 @@ def _due_fires(rule: AlertRule, *, now: datetime, threshold: float) -> list[DueF
         :MISSED_FIRE_CAP
     ]
     return [DueFire(str(job_id), name, at, state) for job_id, name, at, state in rows]
+
+
+def _auto_paused(rule: AlertRule) -> list[AutoPaused]:
+    """The jobs the system paused and nobody resumed: PAUSED with a reason (jobs.transitions
+    .auto_pause writes it, resume clears it), at most MISSED_FIRE_CAP of them."""
+    jobs = Job.objects.filter(state=JobState.PAUSED).exclude(paused_reason="")
+    if rule.tenant_id is not None:
+        jobs = jobs.filter(tenant_id=rule.tenant_id)
+    if rule.job_id is not None:
+        jobs = jobs.filter(pk=rule.job_id)
+    rows = jobs.order_by("updated_at").values_list("id", "name", "paused_reason", "updated_at")[:MISSED_FIRE_CAP]
+    return [AutoPaused(str(job_id), name, reason, at) for job_id, name, reason, at in rows]

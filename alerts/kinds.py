@@ -31,6 +31,7 @@ SPECS: dict[str, KindSpec] = {
     K.NO_WORKERS: KindSpec("not used", None, None, None, False, True, False),
     K.SCHEDULER_DOWN: KindSpec("seconds, from 1 to 86400", 1, DAY, 60, False, False, False),
     K.MISSED_FIRE: KindSpec("seconds, from 0 to 86400", 0, DAY, 60, False, False, True),
+    K.JOB_AUTO_PAUSED: KindSpec("not used", None, None, None, False, False, True),
 }
 
 
@@ -44,7 +45,7 @@ def rule_problems(
         return {"kind": f"must be one of {', '.join(K.values)}"}, None
     problems: dict[str, str] = {}
     if spec.minimum is None:
-        threshold = None  # NO_WORKERS: any threshold given is ignored, as documented
+        threshold = None  # NO_WORKERS, JOB_AUTO_PAUSED: any threshold given is ignored, as documented
     elif threshold is None or not threshold_given:
         if spec.default is None:
             problems["threshold"] = f"is required for {kind}: {spec.threshold}"
@@ -57,7 +58,11 @@ def rule_problems(
     if not WINDOW_MIN_SECONDS <= window_sec <= WINDOW_MAX_SECONDS:
         problems["windowSec"] = f"must be from {WINDOW_MIN_SECONDS} to {WINDOW_MAX_SECONDS} seconds"
     if pool and not spec.pool:
-        problems["pool"] = f"{kind} is about the dispatcher and the sweeper, not a pool"
+        problems["pool"] = (
+            f"{kind} is about a job, not a pool"
+            if spec.job
+            else f"{kind} is about the dispatcher and the sweeper, not a pool"
+        )
     if has_job and not spec.job:
         problems["jobId"] = f"{kind} is about the fleet, not a job"
     return problems, threshold

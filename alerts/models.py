@@ -22,6 +22,7 @@ class AlertKind(models.TextChoices):
     NO_WORKERS = "NO_WORKERS"  # a pool with no live worker
     SCHEDULER_DOWN = "SCHEDULER_DOWN"  # no dispatcher (or no sweeper) seen for threshold s
     MISSED_FIRE = "MISSED_FIRE"  # a cron job's fire not started threshold s after it was due
+    JOB_AUTO_PAUSED = "JOB_AUTO_PAUSED"  # a job the system paused after pauseAfterFailures failed fires
 
 
 class AlertRule(models.Model):

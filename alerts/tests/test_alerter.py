@@ -12,8 +12,10 @@ from django.utils import timezone
 
 from alerts.models import Alert, AlertRule, Notification
 from executions.models import Execution
+from jobs.models import Job
 from pools import registry
 from pools.models import Role, Worker
+from scheduling.job_changes import job_pause, job_resume
 from tenants import signing
 from testing.steps import alerter_pass
 
@@ -60,6 +62,19 @@ def _heal_missed_fire(tenant, drive, now):
     return now
 
 
+def _breach_job_auto_paused(tenant, make_job, drive, now):
+    # A job paused by someone does not page; the one the system paused after its failed fire does.
+    job_pause(job=make_job(tenant, type="INTERVAL", every_sec=60, now=now, pause_after_failures=1), now=now)
+    job = make_job(tenant, type="INTERVAL", every_sec=60, start_at=now, now=now, pause_after_failures=1)
+    drive(Execution.objects.get(job=job), "DEAD")
+
+
+def _heal_job_auto_paused(tenant, drive, now):
+    for job in Job.objects.filter(tenant=tenant).exclude(paused_reason=""):
+        job_resume(job=job, now=now)
+    return now
+
+
 def _later(tenant, drive, now):
     """The window has passed: what breached it is history."""
     return now + timedelta(seconds=301)
@@ -97,6 +112,7 @@ KINDS = {
     "NO_WORKERS": ({"pool": "default"}, _breach_no_workers, _heal_no_workers, "pool:default", "pool default has no"),
     "SCHEDULER_DOWN": ({"threshold": 30}, _breach_scheduler_down, _heal_scheduler_down, "dispatcher", "no dispatcher"),
     "MISSED_FIRE": ({"threshold": 60}, _breach_missed_fire, _heal_missed_fire, "job:", "missed its"),
+    "JOB_AUTO_PAUSED": ({}, _breach_job_auto_paused, _heal_job_auto_paused, "job:", "paused after 1 consecutive"),
 }
 
 

@@ -103,3 +103,20 @@ def test_missed_fire_names_each_jobs_earliest_fire_past_the_threshold():
         "cron job 'nightly' (j1) missed its 2027-03-14 02:50:00 UTC fire by 10 min (threshold 1 min); "
         "it is still PENDING, not started"
     )
+
+
+def test_job_auto_paused_names_each_job_the_system_paused_and_why():
+    at = datetime(2031, 1, 1, 9, 30, tzinfo=UTC)
+    jobs = [
+        evaluation.AutoPaused("j2", "export", "paused after 3 consecutive failed fires", at),
+        evaluation.AutoPaused("j1", "sync", "paused after 1 consecutive failed fire", at - timedelta(hours=1)),
+    ]
+
+    breaches = evaluation.job_auto_paused(jobs=jobs)
+
+    assert [b.subject for b in breaches] == ["job:j1", "job:j2"]
+    assert breaches[1].summary == (
+        "job 'export' (j2) was paused after 3 consecutive failed fires (at 2031-01-01 09:30:00 UTC); "
+        "it stays PAUSED until resumed"
+    )
+    assert evaluation.job_auto_paused(jobs=[]) == []

@@ -32,6 +32,12 @@ def test_no_workers_ignores_a_threshold():
     assert _check("NO_WORKERS", threshold=12) == ({}, None)
 
 
+def test_job_auto_paused_has_no_threshold_and_is_about_a_job_not_a_pool():
+    assert _check("JOB_AUTO_PAUSED", threshold=3) == ({}, None)
+    assert _check("JOB_AUTO_PAUSED", has_job=True)[0] == {}
+    assert _check("JOB_AUTO_PAUSED", pool="default")[0] == {"pool": "JOB_AUTO_PAUSED is about a job, not a pool"}
+
+
 @given(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e9, max_value=1e9))
 def test_a_failure_rate_threshold_is_a_percentage_below_100(value):
     problems, _ = _check("FAILURE_RATE", threshold=value)

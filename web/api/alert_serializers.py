@@ -122,7 +122,8 @@ class ChannelsField(serializers.Field):
 THRESHOLD_HELP = (
     "The kind's limit: FAILURE_RATE a percentage (0 to 100, required); START_LAG_P99 milliseconds (required); "
     "DEAD_LETTER a count of executions (default 0: any new one); SCHEDULER_DOWN seconds (default 60); "
-    "MISSED_FIRE seconds late (default 60); NO_WORKERS none (ignored, answered null). The alert fires above it."
+    "MISSED_FIRE seconds late (default 60); NO_WORKERS and JOB_AUTO_PAUSED none (ignored, answered null). "
+    "The alert fires above it."
 )
 
 
@@ -147,7 +148,8 @@ class AlertRuleInputSerializer(StrictSerializer):
     jobId = serializers.UUIDField(
         required=False,
         allow_null=True,
-        help_text="Only this job's executions; for MISSED_FIRE, only this cron job (default every cron job).",
+        help_text="Only this job's executions; for MISSED_FIRE and JOB_AUTO_PAUSED, only this cron or interval job "
+        "(default every one).",
     )
     channels = ChannelsField()
     enabled = serializers.BooleanField(required=False, default=True)

@@ -35,9 +35,10 @@ RULE_RULES = """Rules between fields, checked with the schema's:
 
 - `threshold` is in the kind's unit and range: FAILURE_RATE a percentage from 0 to 100 (required),
   START_LAG_P99 milliseconds (required), DEAD_LETTER a count (default 0), SCHEDULER_DOWN and
-  MISSED_FIRE seconds (default 60); NO_WORKERS has none (any given is ignored).
-- `pool` narrows every kind but SCHEDULER_DOWN; `jobId` narrows FAILURE_RATE, START_LAG_P99,
-  DEAD_LETTER and MISSED_FIRE (a cron job), and must be a job of the rule's tenant.
+  MISSED_FIRE seconds (default 60); NO_WORKERS and JOB_AUTO_PAUSED have none (any given is ignored).
+- `pool` narrows every kind but SCHEDULER_DOWN and JOB_AUTO_PAUSED; `jobId` narrows FAILURE_RATE,
+  START_LAG_P99, DEAD_LETTER, MISSED_FIRE and JOB_AUTO_PAUSED (a cron or interval job), and must be
+  a job of the rule's tenant.
 - A token's rule is its tenant's and judges only its tenant's executions and jobs (NO_WORKERS and
   SCHEDULER_DOWN watch the shared fleet). A staff session may name a `tenant`, or leave it out for
   a global rule over every tenant.
@@ -99,8 +100,8 @@ def _model_fields(data: dict[str, Any], *, tenant: Tenant | None, current: Alert
         job = job_get(scope=None if tenant is None else [tenant.pk], job_id=job_id)
         if job is None:
             errors["jobId"] = ["no such job" + ("" if tenant is None else f" in tenant {tenant.slug}")]
-        elif kind == AlertKind.MISSED_FIRE and not job.is_recurring:
-            errors["jobId"] = [f"MISSED_FIRE watches CRON and INTERVAL jobs; this job is {job.type}"]
+        elif kind in (AlertKind.MISSED_FIRE, AlertKind.JOB_AUTO_PAUSED) and not job.is_recurring:
+            errors["jobId"] = [f"{kind} watches CRON and INTERVAL jobs; this job is {job.type}"]
     if errors:
         raise serializers.ValidationError(errors)
     fields: dict[str, Any] = {
