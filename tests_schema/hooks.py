@@ -13,7 +13,12 @@ hooks name it so; a negative one is left as generated.
 - A schedule preview takes a cron `schedule` or an interval's `everySec`, one of them, `startAt`
   only with `everySec`, and a `seed` with a hashed (`H`) schedule: rules between parameters that
   OpenAPI 3.0 cannot state, and that a generated query mostly breaks. A valid one is made to keep
-  them (the schedule when both are given, the schema's example when neither is)."""
+  them (the schedule when both are given, the schema's example when neither is).
+- Some of a job's fields are only for some types (400 naming the field on another): `startAt`,
+  `catchupWindowSec` and `pauseAfterFailures` for CRON and INTERVAL jobs, `filter`, `debounceSec`
+  and `debounceMaxSec` for EVENT jobs. Rules between fields that the schema cannot state, and that
+  one in every few of a bulk body's items would break, refusing the whole batch: a valid body
+  leaves out what its type does not take."""
 
 import os
 import zoneinfo
@@ -23,6 +28,15 @@ from schemathesis import GenerationMode
 
 TENANT = os.environ.get("TICKWORK_SCHEMATHESIS_TENANT", "")
 ZONES = zoneinfo.available_timezones()
+# The fields only some types take (web/api/job_serializers.py refuses them on the others).
+ONLY_FOR = {
+    "startAt": ("CRON", "INTERVAL"),
+    "catchupWindowSec": ("CRON", "INTERVAL"),
+    "pauseAfterFailures": ("CRON", "INTERVAL"),
+    "filter": ("EVENT",),
+    "debounceSec": ("EVENT",),
+    "debounceMaxSec": ("EVENT",),
+}
 
 
 @schemathesis.hook
@@ -39,6 +53,9 @@ def map_case(context, case):
             item["tenant"] = TENANT
         if isinstance(item.get("timezone"), str) and item["timezone"] not in ZONES:
             item["timezone"] = "UTC"
+        for name, types in ONLY_FOR.items():
+            if item.get("type") not in types:
+                item.pop(name, None)
     query = case.query
     if isinstance(query, dict) and isinstance(query.get("timezone"), str) and query["timezone"] not in ZONES:
         query["timezone"] = "UTC"

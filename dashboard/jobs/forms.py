@@ -173,6 +173,9 @@ def _api_data(values: dict[str, str], names: set[str], kind: str, errors: dict[s
     if "catchupWindowSec" in names and kind in RECURRING_TYPES:
         # Emptied on an update: no window.
         data["catchupWindowSec"] = values["catchupWindowSec"] or None
+    if "pauseAfterFailures" in names and (values.get("pauseAfterFailures") or kind in RECURRING_TYPES):
+        # Emptied: never pause (null). Given on another type, sent so that the API refuses it.
+        data["pauseAfterFailures"] = values["pauseAfterFailures"] or None
     if {"handler", "pool"} & names:
         data["target"] = {"handler": values["handler"]}
         if values.get("pool"):

@@ -35,9 +35,11 @@ MAX_DELAY_SEC = 10 * 365 * 86400
 MAX_EVERY_SEC = MAX_DELAY_SEC
 # The longest debounce window and wait: a week.
 MAX_DEBOUNCE_SEC = 7 * 86400
+# pauseAfterFailures: past this many failed fires in a row, pausing is no longer a safeguard.
+MAX_PAUSE_AFTER_FAILURES = 1000
 
 
-class _BlankAsNull(serializers.CharField):
+class BlankAsNull(serializers.CharField):
     def to_representation(self, value):
         return str(value) or None  # CharField's own, str(value), without the call through super()
 
@@ -128,6 +130,15 @@ INPUT: dict[str, serializers.Field] = {
         "when dispatched; older ones are skipped and recorded as skipped, under every misfirePolicy. "
         "Null or absent: no window.",
     ),
+    "pause_after_failures": serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_PAUSE_AFTER_FAILURES,
+        required=False,
+        allow_null=True,
+        help_text="CRON and INTERVAL jobs: paused by the system after this many consecutive fires ended DEAD "
+        "(every attempt failed), with pausedReason set and a JOB_AUTO_PAUSED alert; a fire that succeeds, "
+        "or a resume, starts the count again. Null (the default): never.",
+    ),
 }
 
 OUTPUT: dict[str, serializers.Field] = {
@@ -143,7 +154,7 @@ OUTPUT: dict[str, serializers.Field] = {
     ),
     "target": _TargetOrNull(),
     "workflow": WorkflowField(allow_null=True, help_text="A workflow job's steps; null for a job with a target."),
-    "event_name": _BlankAsNull(
+    "event_name": BlankAsNull(
         source="event_name", allow_null=True, help_text="An EVENT job's event name; null otherwise."
     ),
     "event_filter": EventFilterField(
@@ -163,5 +174,10 @@ OUTPUT: dict[str, serializers.Field] = {
     "concurrency_policy": StoredChoiceField(ConcurrencyPolicy.values, source="concurrency_policy"),
     "catchup_window_sec": serializers.IntegerField(
         source="catchup_window_sec", allow_null=True, help_text="A recurring job's catch-up window; null: none."
+    ),
+    "pause_after_failures": serializers.IntegerField(
+        source="pause_after_failures",
+        allow_null=True,
+        help_text="Consecutive fires ending DEAD after which the system pauses the job; null: never.",
     ),
 }

@@ -19,7 +19,7 @@ from readmodels.runs import RUN_STATES
 from scheduling.job_creation import MAX_BULK_JOBS
 from web.api.execution_serializers import ExecutionSerializer
 from web.api.job_api_names import API_NAME
-from web.api.job_contract import INPUT, OUTPUT
+from web.api.job_contract import INPUT, OUTPUT, BlankAsNull
 from web.api.job_fields import StoredChoiceField, table_fields
 from web.api.workflow_serializers import WorkflowSerializer, payload_object
 
@@ -85,6 +85,10 @@ class JobInputSerializer(StrictSerializer):
         if attrs.get("concurrencyPolicy") == ConcurrencyPolicy.BUFFER_ONE and kind not in RECURRING_TYPES:
             raise serializers.ValidationError(
                 {"concurrencyPolicy": [f"BUFFER_ONE is only used by CRON and INTERVAL jobs, not {kind}"]}
+            )
+        if attrs.get("pauseAfterFailures") is not None and kind not in RECURRING_TYPES:
+            raise serializers.ValidationError(
+                {"pauseAfterFailures": [f"is only used by CRON and INTERVAL jobs, not {kind}"]}
             )
         if attrs.get("filter") and kind != JobType.EVENT:
             raise serializers.ValidationError({"filter": [f"is only used by EVENT jobs, not {kind}"]})
@@ -205,6 +209,13 @@ class JobOutputSerializer(serializers.Serializer):
     tenant = serializers.CharField(source="tenant.slug")
     state = StoredChoiceField(JobState.choices)
     nextFireAt = serializers.DateTimeField(source="next_fire_at", allow_null=True)
+    pausedReason = BlankAsNull(
+        source="paused_reason",
+        allow_null=True,
+        read_only=True,
+        help_text='Why the system paused the job (e.g. "paused after 3 consecutive failed fires": its '
+        "pauseAfterFailures was reached); null when it is not paused, was paused by someone, or was resumed.",
+    )
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
 
