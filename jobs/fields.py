@@ -46,6 +46,9 @@ class JobField:
     held: Callable[[Job], bool] | None = None
     # A workflow step may set its own, which overrides the job's in a run (scheduling/runs.py).
     step: bool = False
+    # The types of job whose definition holds it only when it is set (`when_set`): a definition
+    # without it says it was unset, and a restore of one unsets it (web/api/job_versions.py).
+    optional_for: frozenset[str] = frozenset()
 
     # The value as a definition keeps it (JSON): a time as the API writes one, a priority by name.
     def stored(self, value: Any) -> Any:
@@ -56,6 +59,17 @@ class JobField:
         return value
 
 
+def when_set(name: str, kind: str, *types: str, always: tuple[str, ...] = ()) -> JobField:
+    """A field that jobs of `types` hold only when it is set (most have none, and their versions
+    never said), and jobs of `always` hold whatever its value."""
+    return JobField(
+        name,
+        kind,
+        held=lambda job: job.type in always or (job.type in types and getattr(job, name) is not None),
+        optional_for=frozenset(types),
+    )
+
+
 FIELDS: tuple[JobField, ...] = (
     JobField("name", "text"),
     JobField("type", "choice"),
@@ -64,12 +78,8 @@ FIELDS: tuple[JobField, ...] = (
     JobField("schedule", "text", held=_timing_of(JobType.CRON)),
     JobField("timezone", "text", held=_timing_of(JobType.CRON)),
     JobField("every_sec", "integer", held=_timing_of(JobType.INTERVAL)),
-    # A CRON job's earliest fire, when it has one (most have none, and their versions never said).
-    JobField(
-        "start_at",
-        "instant",
-        held=lambda job: job.type == JobType.INTERVAL or (job.type == JobType.CRON and job.start_at is not None),
-    ),
+    # An INTERVAL job's anchor; a CRON job's earliest fire, when it has one.
+    when_set("start_at", "instant", JobType.CRON, always=(JobType.INTERVAL,)),
     JobField("pool", "text", group="target", held=_has_target),
     JobField("handler", "text", group="target", held=_has_target),
     JobField("payload", "json", held=_has_target),
@@ -78,11 +88,9 @@ FIELDS: tuple[JobField, ...] = (
     # An EVENT job's event is its timing.
     JobField("event_name", "text", held=_timing_of(JobType.EVENT)),
     JobField("event_filter", "json", held=_timing_of(JobType.EVENT)),
-    # A debounced EVENT job's windows (most event jobs have none, and their versions never said).
-    JobField("debounce_sec", "integer", held=lambda job: job.type == JobType.EVENT and job.debounce_sec is not None),
-    JobField(
-        "debounce_max_sec", "integer", held=lambda job: job.type == JobType.EVENT and job.debounce_max_sec is not None
-    ),
+    # A debounced EVENT job's window (events/debounce.py).
+    when_set("debounce_sec", "integer", JobType.EVENT),
+    when_set("debounce_max_sec", "integer", JobType.EVENT),
     JobField("max_attempts", "integer", group="retry_policy", step=True),
     JobField("backoff", "choice", group="retry_policy", step=True),
     JobField("initial_delay_ms", "integer", group="retry_policy", step=True),
@@ -92,19 +100,9 @@ FIELDS: tuple[JobField, ...] = (
     JobField("priority", "priority"),
     JobField("misfire_policy", "choice"),
     JobField("concurrency_policy", "choice"),
-    # A recurring job's catch-up window, when it has one (most have none, and their versions never said).
-    JobField(
-        "catchup_window_sec",
-        "integer",
-        held=lambda job: job.type in RECURRING_TYPES and job.catchup_window_sec is not None,
-    ),
-    # A recurring job's, when it has one: most never pause, and their versions never said (a
-    # restore of a version without it clears it: web/api/job_versions.py).
-    JobField(
-        "pause_after_failures",
-        "integer",
-        held=lambda job: job.type in RECURRING_TYPES and job.pause_after_failures is not None,
-    ),
+    # A recurring job's catch-up window (jobs/misfire.py) and its pause on repeated failure.
+    when_set("catchup_window_sec", "integer", *RECURRING_TYPES),
+    when_set("pause_after_failures", "integer", *RECURRING_TYPES),
 )
 BY_NAME: dict[str, JobField] = {field.name: field for field in FIELDS}
 GROUPS: dict[str, tuple[JobField, ...]] = {

@@ -44,9 +44,11 @@ def job_version_restore(*, job: Job, version: JobVersion, actor: str, now) -> Jo
     """
     job = job_locked(job_id=job.pk)
     data = {name: value for name, value in api_definition(version.definition).items() if name != "type"}
-    if job.is_recurring:
-        # A definition leaves pauseAfterFailures out when it was unset (jobs/fields.py): unset again.
-        data.setdefault(API_NAME["pause_after_failures"], None)
+    # A definition leaves out a field that was unset where it is optional (jobs/fields.py,
+    # `when_set`): unset it again.
+    for field in FIELDS:
+        if job.type in field.optional_for:
+            data.setdefault(API_NAME[field.name], None)
     serializer = JobUpdateSerializer(job, data=data, partial=True)
     serializer.is_valid(raise_exception=True)
     fields = serializer.to_model_fields()

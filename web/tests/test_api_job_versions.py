@@ -294,3 +294,28 @@ def test_a_session_is_recorded_by_its_username(client, django_user_model, tenant
 
     assert response.status_code == 200, response.content
     assert JobVersion.objects.get(job=job, number=2).actor == "user olivia"
+
+
+@pytest.mark.parametrize(
+    ("body", "later"),
+    [
+        (CRON, {"startAt": "2030-01-01T00:00:00Z", "catchupWindowSec": 600, "pauseAfterFailures": 3}),
+        (
+            {"name": "on paid", "type": "EVENT", "on": "invoice.paid", "target": {"handler": "noop"}},
+            {"debounceSec": 5, "debounceMaxSec": 60},
+        ),
+    ],
+)
+def test_restore_of_a_version_without_an_optional_field_unsets_it(api, tenant, body, later):
+    """A definition leaves out the fields a job holds only when set (jobs/fields.py, when_set):
+    restoring one made before they were set unsets them all, not only some."""
+    job_id = create(api, body)
+    changed = api.patch(f"/v1/jobs/{job_id}", later, format="json")
+    assert changed.status_code == 200, changed.content
+
+    response = api.post(f"/v1/jobs/{job_id}/versions/1/restore")
+
+    assert response.status_code == 200, response.content
+    job = api.get(f"/v1/jobs/{job_id}").json()
+    assert {name: job[name] for name in later} == dict.fromkeys(later)
+    assert {change["field"] for change in versions(api, job_id)[0]["changes"]} >= set(later)
