@@ -38,6 +38,8 @@ ACTIONS = (
     "execution.discard",
     "execution.delete",
     "run.cancel",
+    "backfill.create",
+    "backfill.cancel",
     "pool.pause",
     "pool.resume",
     "alert_rule.create",

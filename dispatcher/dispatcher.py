@@ -234,7 +234,13 @@ def _apply_policies(claimed: Sequence[Moved], jobs: dict, now: datetime, misfire
     if not overlap:
         return skipped
     claimed_ids = [m.id for m in claimed]
-    active = list(Execution.objects.filter(job_id__in=overlap, state__in=ACTIVE).exclude(pk__in=claimed_ids))
+    # A backfill's runs are outside the schedule's overlap (docs/backfill.md): they neither hold a
+    # fire back nor are replaced by one.
+    active = list(
+        Execution.objects.filter(job_id__in=overlap, state__in=ACTIVE)
+        .exclude(pk__in=claimed_ids)
+        .exclude(origin=Origin.BACKFILL)
+    )
     busy = {e.job_id for e in active}
     buffering = {job_id for job_id in overlap if jobs[job_id].concurrency_policy == ConcurrencyPolicy.BUFFER_ONE}
     if buffering:

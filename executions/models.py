@@ -3,13 +3,16 @@ import uuid
 from django.db import models
 from django.db.models import Q
 
-from executions.states import ExecutionState
+from executions.states import BackfillState, ExecutionState
 
 
 class Origin(models.TextChoices):
     SCHEDULE = "SCHEDULE"  # a fire of the job's schedule; a cron fire materialises the next one
     TRIGGER = "TRIGGER"  # "run now" by a person or a service; outside the schedule's chain
     EVENT = "EVENT"  # an event matched the job (events/)
+    # A fire of a past range a backfill asked for (scheduling/backfills.py): never a misfire, and
+    # outside the schedule's overlap policy (docs/backfill.md).
+    BACKFILL = "BACKFILL"
 
 
 class Run(models.Model):
@@ -238,3 +241,88 @@ class ExecutionTotal(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pool}/{self.tenant_id}/{self.state}: {self.finished}"
+
+
+class BackfillOrder(models.TextChoices):
+    OLDEST_FIRST = "OLDEST_FIRST"
+    NEWEST_FIRST = "NEWEST_FIRST"
+
+
+class Reprocess(models.TextChoices):
+    NONE = "NONE"  # a fire that has a run already is skipped
+    FAILED = "FAILED"  # ... unless its last run ended DEAD, CANCELLED or DISCARDED: run again
+    ALL = "ALL"  # every fire runs again
+
+
+class FireAction(models.TextChoices):
+    RUN = "RUN"  # no run of this fire exists
+    RERUN = "RERUN"  # one exists and reprocess asks for another
+    SKIP = "SKIP"  # one exists (or is planned by another backfill) and stays the only one
+
+
+class Backfill(models.Model):
+    """A job's fires in a past range [range_from, range_to), run once each (docs/backfill.md).
+
+    Its fires are planned when it is made (BackfillFire rows, in the order they run) and
+    released into PENDING executions a few at a time by the sweeper's backfill service, never
+    more than `max_concurrent` of them unfinished at once."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # backfill_job_history leads with it.
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="backfills", db_index=False)
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="backfills")
+    state = models.CharField(max_length=10, choices=BackfillState.choices, default=BackfillState.RUNNING)
+    range_from = models.DateTimeField()
+    range_to = models.DateTimeField()
+    order = models.CharField(max_length=12, choices=BackfillOrder.choices, default=BackfillOrder.OLDEST_FIRST)
+    reprocess = models.CharField(max_length=6, choices=Reprocess.choices, default=Reprocess.NONE)
+    max_concurrent = models.PositiveSmallIntegerField(default=1)
+    created_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(range_from__lt=models.F("range_to")), name="backfill_range_ordered"),
+            models.CheckConstraint(condition=Q(max_concurrent__gte=1), name="backfill_max_concurrent_positive"),
+        ]
+        indexes = [
+            models.Index(fields=["job", "-created_at"], name="backfill_job_history"),
+            # The backfill service's only read: the backfills still releasing.
+            models.Index(fields=["created_at"], condition=Q(state="RUNNING"), name="backfill_running"),
+        ]
+
+    def __str__(self) -> str:
+        return f"backfill {self.id} of {self.job_id}"
+
+
+class BackfillFire(models.Model):
+    """One fire of a backfill's range, and what it does (run, re-run, skip); once released, the
+    run it started: its execution (a plain job) or its Run (a workflow job)."""
+
+    backfill = models.ForeignKey(Backfill, on_delete=models.CASCADE, related_name="fires", db_index=False)
+    position = models.PositiveIntegerField()  # its place in the backfill's order
+    scheduled_for = models.DateTimeField()
+    action = models.CharField(max_length=5, choices=FireAction.choices)
+    released_at = models.DateTimeField(null=True, blank=True)
+    # Ids, not foreign keys: retention prunes executions and runs without asking what names them
+    # (a pruned run simply no longer counts).
+    execution_id = models.UUIDField(null=True, blank=True)
+    run_id = models.UUIDField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["backfill", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["backfill", "position"], name="backfill_fire_position"),
+        ]
+        indexes = [
+            # What is left to release, in order.
+            models.Index(
+                fields=["backfill", "position"],
+                condition=Q(released_at__isnull=True) & ~Q(action="SKIP"),
+                name="backfill_fire_unreleased",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.scheduled_for.isoformat()} of backfill {self.backfill_id}"

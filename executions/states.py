@@ -109,3 +109,31 @@ RETRYABLE = frozenset({S.FAILED, S.TIMED_OUT, S.FAILED_WORKER_LOST})
 ACTIVE = frozenset({S.QUEUED, S.RUNNING})
 REDRIVABLE = frozenset({S.DEAD, S.CANCELLED, S.FAILED})
 check = EXECUTION.check
+
+
+class BackfillState(models.TextChoices):
+    """A backfill's life (scheduling/backfills.py; executions/backfills.py writes it).
+
+    RUNNING    made so: the sweeper's backfill service releases its fires, a few at a time.
+    DONE       terminal: every fire was released and every run it started has ended.
+    CANCELLED  terminal: cancelled; its fires not released never will be, its runs not started
+               were cancelled with it.
+    """
+
+    RUNNING = "RUNNING"
+    DONE = "DONE"
+    CANCELLED = "CANCELLED"
+
+
+BACKFILL: Machine[BackfillState] = Machine(
+    model="executions.Backfill",
+    states=BackfillState,
+    moves={
+        BackfillState.RUNNING: {BackfillState.DONE, BackfillState.CANCELLED},
+        BackfillState.DONE: set(),
+        BackfillState.CANCELLED: set(),
+    },
+    initial={BackfillState.RUNNING},
+    terminal={BackfillState.DONE, BackfillState.CANCELLED},
+    writers=["executions.backfills"],
+)

@@ -12,6 +12,7 @@ from background.service import Service
 from maintenance.services import BATCH
 from maintenance.services.alert_delivery import AlertDelivery
 from maintenance.services.alert_evaluation import AlertEvaluation
+from maintenance.services.backfills import Backfills
 from maintenance.services.forced_cancels import ForcedCancels
 from maintenance.services.lost_leases import LostLeases
 from maintenance.services.pool_history import PoolHistory
@@ -38,8 +39,9 @@ class ServiceRole:
 SWEEPER = ServiceRole(
     kind=Role.Kind.SWEEPER.value,
     command="run_sweeper",
-    # In this order: what is taken back is settled before anything is pruned.
-    services=(LostLeases, Timeouts, ForcedCancels, Republishing, Retention, PoolHistory),
+    # In this order: what is taken back is settled before anything is pruned, and before a
+    # backfill counts its unfinished runs.
+    services=(LostLeases, Timeouts, ForcedCancels, Republishing, Backfills, Retention, PoolHistory),
     interval_setting="TICKWORK_SWEEP_SECONDS",
     again_at=BATCH,
     log_as="sweep",

@@ -23,6 +23,7 @@ from web.api.jobs import (
     JobResumeApi,
     JobTriggerApi,
 )
+from web.api.backfills import BackfillCancelApi, BackfillDetailApi, JobBackfillApi, JobBackfillsApi
 from web.api.pools import PoolListApi, PoolPauseApi, PoolResumeApi
 from web.api.runs import JobRunsApi, RunCancelApi, RunDetailApi
 from web.api.schedule_preview import SchedulePreviewApi
@@ -38,6 +39,8 @@ api = [
     path("jobs/<str:job_id>/trigger", JobTriggerApi.as_view(), name="job-trigger"),
     path("jobs/<str:job_id>/executions", JobExecutionsApi.as_view(), name="job-executions"),
     path("jobs/<str:job_id>/runs", JobRunsApi.as_view(), name="job-runs"),
+    path("jobs/<str:job_id>/backfill", JobBackfillApi.as_view(), name="job-backfill"),
+    path("jobs/<str:job_id>/backfills", JobBackfillsApi.as_view(), name="job-backfills"),
     path("jobs/<str:job_id>/versions", JobVersionListApi.as_view(), name="job-versions"),
     path("jobs/<str:job_id>/versions/<str:number>/restore", JobVersionRestoreApi.as_view(), name="job-version-restore"),
     path("executions", ExecutionListApi.as_view(), name="execution-list"),
@@ -47,6 +50,8 @@ api = [
     path("executions/<str:execution_id>/logs", ExecutionLogsApi.as_view(), name="execution-logs"),
     path("runs/<str:run_id>", RunDetailApi.as_view(), name="run-detail"),
     path("runs/<str:run_id>/cancel", RunCancelApi.as_view(), name="run-cancel"),
+    path("backfills/<str:backfill_id>", BackfillDetailApi.as_view(), name="backfill-detail"),
+    path("backfills/<str:backfill_id>/cancel", BackfillCancelApi.as_view(), name="backfill-cancel"),
     path("handlers", HandlerListApi.as_view(), name="handler-list"),
     path("pools", PoolListApi.as_view(), name="pool-list"),
     path("pools/<str:pool>/pause", PoolPauseApi.as_view(), name="pool-pause"),

@@ -163,7 +163,10 @@ def _policy_verdict(run: Run, job: Job, *, now: datetime, grace: timedelta) -> s
         )
     # A run is active while any of its steps can still run (BLOCKED and PENDING ones too).
     others = set(
-        Execution.objects.filter(job_id=job.pk, state__in=OPEN).exclude(run_id=run.pk).values_list("run_id", flat=True)
+        Execution.objects.filter(job_id=job.pk, state__in=OPEN)
+        .exclude(run_id=run.pk)
+        .exclude(origin=Origin.BACKFILL)  # outside the schedule's overlap (docs/backfill.md)
+        .values_list("run_id", flat=True)
     )
     if not others:
         return ""
@@ -182,6 +185,7 @@ def _other_runs(job_id: Any, run_id: Any) -> tuple[set, set]:
     rows = (
         Execution.objects.filter(job_id=job_id, state__in=OPEN, run__admitted=True)
         .exclude(run_id=run_id)
+        .exclude(origin=Origin.BACKFILL)
         .values_list("run_id", "state")
     )
     open_runs: dict[Any, set] = {}
