@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from scheduler_project.static_assets import static_asset
 from web.api.alerts import AlertDetailApi, AlertListApi, AlertRuleDetailApi, AlertRuleListCreateApi
+from web.api.backfills import BackfillCancelApi, BackfillDetailApi, JobBackfillApi, JobBackfillsApi
 from web.api.dead_letter import DeadLetterGroupDiscardApi, DeadLetterGroupRetryApi, DeadLetterGroupsApi
 from web.api.events import EventDetailApi, EventListCreateApi
 from web.api.execution_logs import ExecutionLogsApi
@@ -23,7 +24,6 @@ from web.api.jobs import (
     JobResumeApi,
     JobTriggerApi,
 )
-from web.api.backfills import BackfillCancelApi, BackfillDetailApi, JobBackfillApi, JobBackfillsApi
 from web.api.pools import PoolListApi, PoolPauseApi, PoolResumeApi
 from web.api.runs import JobRunsApi, RunCancelApi, RunDetailApi
 from web.api.schedule_preview import SchedulePreviewApi

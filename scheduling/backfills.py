@@ -111,7 +111,11 @@ def _verdict(outcome: str | None, reprocess: str) -> tuple[str, str]:
         return FireAction.RERUN, f"runs again (its last run {outcome})"
     if reprocess == Reprocess.FAILED and outcome == "failed":
         return FireAction.RERUN, "runs again: its last run failed"
-    explained = {"open": "a run is in progress or planned", "failed": "its run failed", "succeeded": "its run succeeded"}
+    explained = {
+        "open": "a run is in progress or planned",
+        "failed": "its run failed",
+        "succeeded": "its run succeeded",
+    }
     return FireAction.SKIP, f"exists: {explained[outcome]}"
 
 
@@ -152,7 +156,9 @@ def backfill_create(
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job.pk)
         if job.state not in (JobState.ACTIVE, JobState.PAUSED):
-            raise InvalidJobTransition(job.pk, job.state, "backfilled", f"the job is {job.state.lower()}; it runs no more")
+            raise InvalidJobTransition(
+                job.pk, job.state, "backfilled", f"the job is {job.state.lower()}; it runs no more"
+            )
         plan = backfill_plan(job=job, start=start, end=end, order=order, reprocess=reprocess, now=now)
         backfill = Backfill.objects.create(
             job=job,
@@ -182,7 +188,9 @@ def _unfinished(backfill: Backfill) -> int:
         pk__in=released.filter(execution_id__isnull=False).values("execution_id"), state__in=open_states
     ).count()
     workflow = (
-        Execution.objects.filter(run_id__in=released.filter(run_id__isnull=False).values("run_id"), state__in=open_states)
+        Execution.objects.filter(
+            run_id__in=released.filter(run_id__isnull=False).values("run_id"), state__in=open_states
+        )
         .values("run_id")
         .distinct()
         .count()
@@ -196,8 +204,8 @@ def backfill_release(*, now: datetime, limit: int) -> tuple[int, int]:
     unfinished; finish those with nothing left to release or run. A paused job's backfill waits;
     a cancelled job's is cancelled. Returns (fires released, backfills finished)."""
     released = finished = 0
-    for backfill_id in Backfill.objects.filter(state=BackfillState.RUNNING).order_by("created_at").values_list(
-        "pk", flat=True
+    for backfill_id in (
+        Backfill.objects.filter(state=BackfillState.RUNNING).order_by("created_at").values_list("pk", flat=True)
     ):
         if released >= limit:
             break
@@ -224,7 +232,9 @@ def backfill_release(*, now: datetime, limit: int) -> tuple[int, int]:
             room = min(backfill.max_concurrent - unfinished, limit - released)
             batch = list(waiting.order_by("position")[: max(room, 0)])
             for fire in batch:
-                fired = runs.fire(job=job, scheduled_for=fire.scheduled_for, now=now, origin=Origin.BACKFILL, wake=False)
+                fired = runs.fire(
+                    job=job, scheduled_for=fire.scheduled_for, now=now, origin=Origin.BACKFILL, wake=False
+                )
                 fire.released_at = now
                 fire.run_id = fired.run_id
                 fire.execution_id = None if fired.run_id else fired.executions[0].pk

@@ -25,9 +25,7 @@ def _most_at_once(intervals: list[tuple[datetime, datetime]]) -> int:
     return most
 
 
-def test_a_backfill_of_24_hourly_fires_runs_at_most_2_at_once_and_again_creates_nothing(
-    live, tenant, make_job, api
-):
+def test_a_backfill_of_24_hourly_fires_runs_at_most_2_at_once_and_again_creates_nothing(live, tenant, make_job, api):
     live.worker(concurrency=4)
     live.dispatcher()
     live.sweeper()

@@ -17,8 +17,16 @@ from scheduling.backfills import backfill_fires
 MINUTE = timedelta(minutes=1)
 # Days around the DST changes of 2026, and plain days, in each zone.
 DAYS = {
-    "Europe/Paris": [datetime(2026, 3, 28, tzinfo=UTC), datetime(2026, 10, 24, tzinfo=UTC), datetime(2026, 6, 1, tzinfo=UTC)],
-    "America/New_York": [datetime(2026, 3, 7, tzinfo=UTC), datetime(2026, 10, 31, tzinfo=UTC), datetime(2026, 1, 10, tzinfo=UTC)],
+    "Europe/Paris": [
+        datetime(2026, 3, 28, tzinfo=UTC),
+        datetime(2026, 10, 24, tzinfo=UTC),
+        datetime(2026, 6, 1, tzinfo=UTC),
+    ],
+    "America/New_York": [
+        datetime(2026, 3, 7, tzinfo=UTC),
+        datetime(2026, 10, 31, tzinfo=UTC),
+        datetime(2026, 1, 10, tzinfo=UTC),
+    ],
     "UTC": [datetime(2026, 2, 27, tzinfo=UTC)],
 }
 MINUTES = ["*", "*/15", "0", "30", "0,30", "5-7", "H", "H/20"]

@@ -185,7 +185,9 @@ class BackfillCancelApi(AuditedApi, APIView):
         self.acting_on(
             Target(type="backfill", id=str(backfill.pk), job_id=backfill.job_id, tenant_id=backfill.tenant_id)
         )
-        backfill = backfills.backfill_cancel(backfill=backfill, now=db_now(), reason=f"backfill cancelled by {request.user}")
+        backfill = backfills.backfill_cancel(
+            backfill=backfill, now=db_now(), reason=f"backfill cancelled by {request.user}"
+        )
         return Response(BackfillSerializer(backfill).data)
 
 

@@ -39,7 +39,12 @@ def test_a_backfill_plans_its_fires_and_releases_them_as_backfill_runs(api, job)
     assert answer.status_code == 201, answer.json()
     body = answer.json()
     assert answer["Location"] == f"/v1/backfills/{body['backfillId']}"
-    assert (body["state"], body["maxConcurrent"], body["order"], body["reprocess"]) == ("RUNNING", 2, "OLDEST_FIRST", "NONE")
+    assert (body["state"], body["maxConcurrent"], body["order"], body["reprocess"]) == (
+        "RUNNING",
+        2,
+        "OLDEST_FIRST",
+        "NONE",
+    )
     assert (body["counts"]["fires"], body["counts"]["waiting"], body["counts"]["PENDING"]) == (6, 6, 0)
 
     released, _ = backfill_release(now=timezone.now(), limit=500)
