@@ -226,6 +226,12 @@ SPECTACULAR_SETTINGS = {
         "JobStateEnum": "jobs.states.JobState",
         "JobTypeEnum": "jobs.models.JobType.values",
         "ChannelTypeEnum": "web.api.alert_serializers.CHANNEL_TYPES",
+        # The dead letter group action's name from before a second "action" enum (a backfill's fire).
+        "ActionEnum": ["retry", "discard"],
+        "BackfillStateEnum": "executions.states.BackfillState",
+        "BackfillOrderEnum": "executions.models.BackfillOrder",
+        "ReprocessEnum": "executions.models.Reprocess",
+        "BackfillFireActionEnum": "executions.models.FireAction",
     },
 }
 

@@ -32,6 +32,7 @@ from jobs.selectors import job_get
 from jobs.selectors import job_list as jobs_in_scope
 from jobs.states import JobState
 from jobs.versions import version_get
+from readmodels.backfills import backfill_counts, backfill_list
 
 
 def job_or_404(request: ScopedRequest, job_id: uuid.UUID) -> Job:
@@ -92,6 +93,7 @@ def job_detail(request: ScopedRequest, job_id: uuid.UUID) -> HttpResponse:
             "runs": job_runs,
             "runs_pager": pager(request, runs_page, runs_next, key="runs"),
             "workflow_steps": runs.workflow_steps(job),
+            "backfills": _backfills(request, job),
             "audit": selectors.audit_for_job(scope=request.tenant_scope, job=job),
             "cancellable": CANCELLABLE,
             "redrivable": REDRIVABLE,
@@ -99,6 +101,22 @@ def job_detail(request: ScopedRequest, job_id: uuid.UUID) -> HttpResponse:
             **versions_panel(job=job, chosen_number=request.GET.get("version", "")),
         },
     )
+
+
+def _backfills(request: ScopedRequest, job: Job) -> list[dict]:
+    """The job's latest backfills with their progress (POST /v1/jobs/{id}/backfill makes them)."""
+    if not job.is_recurring:
+        return []
+    latest = backfill_list(scope=request.tenant_scope).filter(job=job)[:BACKFILLS_SHOWN]
+    shown = []
+    for backfill in latest:
+        counts = backfill_counts(backfill)
+        ended = counts["SUCCEEDED"] + counts["DEAD"] + counts["CANCELLED"] + counts["DISCARDED"]
+        shown.append({"backfill": backfill, "counts": counts, "ended": ended})
+    return shown
+
+
+BACKFILLS_SHOWN = 5
 
 
 @require_POST

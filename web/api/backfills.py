@@ -21,7 +21,7 @@ from web.audit import AuditedApi, Target
 from web.rest import Pagination
 
 
-class BackfillRequestSerializer(serializers.Serializer):
+class NewBackfillSerializer(serializers.Serializer):
     # "from" is a keyword: declared through the class's namespace.
     locals()["from"] = serializers.DateTimeField(help_text="The range's start, included (ISO 8601 with an offset).")
     to = serializers.DateTimeField(
@@ -111,7 +111,7 @@ class JobBackfillApi(AuditedApi, APIView):
 
     @extend_schema(
         summary="Backfill a job, or see what a backfill would run",
-        request=BackfillRequestSerializer,
+        request=NewBackfillSerializer,
         responses={201: BackfillSerializer, 200: BackfillPlanSerializer},
         description="Run the fires of a CRON or INTERVAL job's schedule in [from, to) (its timezone, DST and H as "
         "the dispatcher resolves them), each once: a fire that has a run already is skipped unless `reprocess` "
@@ -120,7 +120,7 @@ class JobBackfillApi(AuditedApi, APIView):
         "the backfill (201). A job of another type answers 400 naming `type`; a cancelled or completed job 409.",
     )
     def post(self, request, job_id):
-        given = BackfillRequestSerializer(data=request.data)
+        given = NewBackfillSerializer(data=request.data)
         given.is_valid(raise_exception=True)
         asked = given.validated_data
         job = _job_or_404(request, job_id)
