@@ -190,6 +190,20 @@ def test_a_generated_client_drives_the_api(api):
     assert jobs["workflow"].workflow.steps[1].depends_on == ["extract"]
     assert jobs["event"].filter_["currency"] == "EUR"
 
+    # --- A backfill of the cron job's past hour: its plan, then the backfill itself ---------------
+    hour = datetime(2026, 3, 1, 10, tzinfo=UTC)
+    asked = {"from_": hour, "to": hour + timedelta(hours=1), "max_concurrent": 2}
+    cron_id = jobs["cron"].job_id
+    plan = api.parsed("jobs", "jobs_backfill", cron_id, body=m.NewBackfillRequest(**asked, dry_run=True))
+    assert isinstance(plan, m.BackfillPlan) and len(plan.fires) == 12  # every 5 minutes
+    assert {fire.action for fire in plan.fires} == {m.BackfillFireActionEnum.RUN}
+    made = api.parsed("jobs", "jobs_backfill", cron_id, body=m.NewBackfillRequest(**asked), status=201)
+    assert made.state == m.BackfillStateEnum.RUNNING and made.counts.fires == 12
+    assert api.parsed("backfills", "backfills_retrieve", made.backfill_id).max_concurrent == 2
+    listed = api.parsed("jobs", "jobs_backfills_list", cron_id).results
+    assert [backfill.backfill_id for backfill in listed] == [made.backfill_id]
+    assert api.parsed("backfills", "backfills_cancel", made.backfill_id).state == m.BackfillStateEnum.CANCELLED
+
     # --- A list, a page at a time ---------------------------------------------------------------
     seen, cursor = [], None
     while True:

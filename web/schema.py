@@ -36,7 +36,7 @@ ERRORS = {
 }
 
 # Operations that change a job's or an execution's state, and so can find it in the wrong one.
-_STATEFUL_POSTS = ("/pause", "/resume", "/trigger", "/cancel", "/retry", "/restore")
+_STATEFUL_POSTS = ("/pause", "/resume", "/trigger", "/cancel", "/retry", "/restore", "/backfill")
 # A POST to one of these paths does what the path says: its operation is `jobs_pause`, not the
 # `jobs_pause_create` that drf-spectacular names every POST.
 _ACTIONS = (*_STATEFUL_POSTS, "/discard")

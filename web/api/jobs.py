@@ -390,6 +390,7 @@ class JobResumeApi(AuditedApi, APIView):
         query = ResumeQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         if query.validated_data["dryRun"]:
+            if_match(request.headers)  # a malformed If-Match is a 400 for a preview too, as documented
             self.not_audited()  # a preview changes nothing
             preview = job_resume_preview(job=_job_or_404(request, job_id), now=db_now())
             return Response(ResumePreviewSerializer(preview).data)

@@ -354,3 +354,13 @@ def test_two_writers_with_the_same_etag_at_once_one_wins(transactional_db, tenan
     for thread in threads:
         thread.join(timeout=60)
     assert sorted(statuses) == [200] + [412] * 7
+
+
+def test_a_resume_dry_run_refuses_a_malformed_if_match_as_resume_does(api, tenant, make_job):
+    """An empty or malformed If-Match is a 400 naming it, for the preview too (it changes nothing,
+    but the header's form is the schema's)."""
+    job = make_job(tenant, type="CRON", schedule="0 * * * *")
+    api.post(f"/v1/jobs/{job.pk}/pause")
+    answer = api.post(f"/v1/jobs/{job.pk}/resume?dryRun=true", HTTP_IF_MATCH="")
+    assert answer.status_code == 400 and "If-Match" in answer.json()
+    assert api.post(f"/v1/jobs/{job.pk}/resume?dryRun=true", HTTP_IF_MATCH="*").status_code == 200
