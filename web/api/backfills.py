@@ -18,6 +18,7 @@ from scheduling import backfills
 from tenants.selectors import scope_of
 from web.api.job_fields import StoredChoiceField
 from web.audit import AuditedApi, Target
+from web.headers import location
 from web.rest import Pagination
 
 
@@ -155,7 +156,7 @@ class JobBackfillApi(AuditedApi, APIView):
         return Response(
             BackfillSerializer(backfill).data,
             status=status.HTTP_201_CREATED,
-            headers={"Location": f"/v1/backfills/{backfill.pk}"},
+            headers={"Location": location(request, "backfill-detail", backfill_id=backfill.pk)},
         )
 
 

@@ -38,7 +38,7 @@ def test_a_backfill_plans_its_fires_and_releases_them_as_backfill_runs(api, job)
     answer = _post(api, job.pk, maxConcurrent=2)
     assert answer.status_code == 201, answer.json()
     body = answer.json()
-    assert answer["Location"] == f"/v1/backfills/{body['backfillId']}"
+    assert answer["Location"] == f"http://testserver/v1/backfills/{body['backfillId']}"
     assert (body["state"], body["maxConcurrent"], body["order"], body["reprocess"]) == (
         "RUNNING",
         2,
