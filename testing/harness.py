@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -46,6 +47,18 @@ def filesystem_broker_options(var_dir: Path) -> dict:
         "control_folder": str(var_dir / "broker-control"),
         "store_processed": False,
     }
+
+
+# executions.clock.db_now estimates the database's time from a measured instant and this process's
+# monotonic clock: within a round trip of this process's wall clock, not ordered with it to the
+# microsecond (CI saw a job's start 0.3 ms before the `timezone.now()` taken ahead of the request).
+DB_CLOCK_SLACK = timedelta(seconds=1)
+
+
+def within_db_clock(before: datetime, value: datetime, after: datetime) -> bool:
+    """Whether `value`, an instant the server took with db_now, lies between `before` and `after`
+    taken with this process's clock, within DB_CLOCK_SLACK."""
+    return before - DB_CLOCK_SLACK <= value <= after + DB_CLOCK_SLACK
 
 
 def wait_for(predicate: Callable[[], Any], *, timeout: float, interval: float = 0.05, what: str = "") -> Any:
