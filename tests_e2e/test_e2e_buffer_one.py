@@ -43,10 +43,11 @@ def test_a_one_second_job_of_two_second_runs_buffers_one_and_never_overlaps(live
     ran = list(Execution.objects.filter(job=job, started_at__isnull=False).order_by("started_at"))
     for before, after in itertools.pairwise(ran):
         assert before.finished_at is not None and before.finished_at <= after.started_at, (before, after)
-    # Each run after the first is a fire that waited: it started as soon as the run before ended
-    # (the next dispatcher pass), well before the next second's fire could have started it.
+    # Each run after the first is a fire that waited (due while the run before went on) and
+    # started once that run ended, on a dispatcher pass soon after: a poll is 1 s, and a loaded
+    # CI machine adds to the worker's pickup, hence the bound of a few seconds.
     for before, after in itertools.pairwise(done):
-        assert after.started_at - before.finished_at < timedelta(seconds=1), (before, after)
-        assert after.scheduled_for < before.finished_at  # it was due while the run before went on
+        assert after.scheduled_for < before.finished_at, (before, after)
+        assert after.started_at - before.finished_at < timedelta(seconds=5), (before, after)
     skipped = ExecutionEvent.objects.filter(execution__job=job, to_state="CANCELLED").values_list("message", flat=True)
     assert skipped and all("BUFFER_ONE" in message for message in skipped)
