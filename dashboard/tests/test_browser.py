@@ -943,7 +943,13 @@ def test_the_charts_time_axis_is_evenly_labelled_and_dated(stack, browser, trans
             gaps = [b["x"] - a["x"] for a, b in pairwise(marks)]
             assert len(marks) >= 3, texts
             assert max(gaps) - min(gaps) < 1.5, (chosen, label, texts, gaps)
-            assert any(re.fullmatch(r"[A-Z][a-z]{2} \d\d-\d\d", text) for text in texts), texts
+            # A midnight is labelled by its date: the 7 d axis always has one inside; the 24 h
+            # axis's is too near an end for a label in the two hours after and before one (CI ran
+            # at 00:05 UTC and saw 06:00, 12:00, 18:00), and then no tick says 00:00 either.
+            hour = datetime.now(UTC).hour
+            if chosen == "7d" or 2 <= hour < 22:
+                assert any(re.fullmatch(r"[A-Z][a-z]{2} \d\d-\d\d", text) for text in texts), texts
+            assert "00:00" not in texts, texts
             assert all(re.fullmatch(r"\d\d:\d0|[A-Z][a-z]{2} \d\d-\d\d", text) for text in texts), texts
             assert all(m["left"] >= -40 and m["right"] <= m["width"] + 1 for m in marks), marks
             _shoot(page, f"overview-axis-{chosen}-{label}")
