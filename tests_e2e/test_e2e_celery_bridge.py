@@ -58,6 +58,10 @@ def _settled(execution_id: str, *states: str, timeout: float = 40) -> Execution:
     )
 
 
+def _checkpoint(execution_id: str) -> dict | None:
+    return Execution.objects.filter(pk=execution_id).values_list("checkpoint", flat=True).first()
+
+
 def test_tasks_reach_the_foreign_app_and_their_outcomes_come_back(api, live, bridged):
     """Sent as given (args, kwargs, queue; the execution's id in the task id and a header);
     without `wait` the run succeeds once the broker has the message, with `wait` the task's
@@ -112,7 +116,13 @@ def test_a_worker_killed_while_waiting_loses_nothing_and_sends_nothing_twice(api
     live.ready()
     execution_id = _job(api, bridged, "billing.tasks.slow", args=[6], wait=True, retry={"maxAttempts": 3})
     wait_for(lambda: bridged.received(), timeout=30, what="the slow task to reach the foreign worker")
-    _settled(execution_id, "RUNNING")
+    # Waiting starts once the checkpoint names the sent task; a kill before that write (the send
+    # has returned, the write has not) is the at-least-once window the module's docstring names.
+    wait_for(
+        lambda: (_checkpoint(execution_id) or {}).get("state") == "SENT",
+        timeout=30,
+        what="the sent task to be in the checkpoint",
+    )
     first.signal(signal.SIGKILL)
     wait_for(lambda: not first.members(), timeout=5, what="the killed worker to be gone")
     live.worker(concurrency=1)

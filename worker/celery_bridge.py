@@ -17,6 +17,8 @@ Delivery is at least once, and says so:
   revoked, best effort). The message sent is kept in the execution's checkpoint, so a retry
   after the worker was lost or the wait timed out waits on the same task instead of sending it
   again; a retry after the task raised sends a new message, with the new attempt's task id.
+  A worker lost between the broker's accepting the message and the checkpoint's write leaves
+  no checkpoint, and its retry sends again: that moment is why delivery is at least once.
 """
 
 import re
