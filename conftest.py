@@ -13,6 +13,15 @@ from tenants.services import tenant_create, token_create
 pytest_plugins = ["testing.fixtures"]
 
 
+@pytest.fixture(autouse=True)
+def _rate_limits_read_afresh():
+    """A process reads the limits' definitions every few seconds (pools/rate_limits.py); a test
+    defines its own, and must not see the one before's."""
+    from pools import rate_limits
+
+    rate_limits.definitions.forget()
+
+
 @pytest.fixture
 def tenant(db):
     return tenant_create(slug="acme")

@@ -102,6 +102,7 @@ class DispatchResult:
     skipped: int = 0  # fires not run because of a misfire or concurrency policy
     materialised: int = 0
     released: int = 0  # buffered fires started (concurrencyPolicy BUFFER_ONE)
+    turned: int = 0  # executions over their rate limits given their turns
     held_back: set[str] = field(default_factory=set)  # pools that left due work waiting
 
 
@@ -136,7 +137,7 @@ def run_once(
         )
         spans = tracing.dispatching(claimed, began_ns=began)
         buffer.claimed(admission.held_back)
-        result.claimed, result.held_back = len(claimed), admission.held_back
+        result.claimed, result.held_back, result.turned = len(claimed), admission.held_back, admission.turned
         # A workflow's steps: their runs are admitted as wholes (scheduling/runs.py).
         skipped, result.materialised = runs.admit(claimed=claimed, now=now, misfire_grace=config.misfire_grace)
         scheduled = [m for m in claimed if m.origin == Origin.SCHEDULE and m.run_id is None]
@@ -191,8 +192,8 @@ def serve(*, stop: StopFlag, publisher: Publisher, config: DispatcherSettings | 
         held_back = bool(result.held_back)
         look_again = time.monotonic() + (config.admit_poll if held_back else math.inf)
         clock.claimed(now)
-        if result.materialised:
-            clock.forget()
+        if result.materialised or result.turned:
+            clock.forget()  # its own new fires, or turns it gave, are due when the database says
         if clock.stale(db_now()):
             clock.asked(store().next_due_at(after=now))
         while not stop.stopping:

@@ -79,6 +79,9 @@ class Execution(models.Model):
     republish_at = models.DateTimeField(null=True, blank=True)
     publish_count = models.PositiveIntegerField(default=0)
     queued_at = models.DateTimeField(null=True, blank=True)
+    # A PENDING execution over its rate limit holds a turn (pools/rate_limits.py): it is due then
+    # (available_at) and admitted without asking the limit again. Cleared when it is queued.
+    rate_turn_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -82,6 +82,14 @@ FIELDS: tuple[JobField, ...] = (
     when_set("start_at", "instant", JobType.CRON, always=(JobType.INTERVAL,)),
     JobField("pool", "text", group="target", held=_has_target),
     JobField("handler", "text", group="target", held=_has_target),
+    # The target's rate limit, when it names one (pools/rate_limits.py).
+    JobField(
+        "rate_limit",
+        "text",
+        group="target",
+        held=lambda job: _has_target(job) and job.rate_limit is not None,
+        optional_for=frozenset(JobType.values),
+    ),
     JobField("payload", "json", held=_has_target),
     # A workflow job's steps carry its targets and payloads: it has these instead.
     JobField("workflow", "json", held=_is_workflow),

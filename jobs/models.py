@@ -67,6 +67,9 @@ class Job(models.Model):
     # Empty for a workflow job: each of its steps names its own target.
     pool = models.CharField(max_length=64, blank=True)
     handler = models.CharField(max_length=100, blank=True)
+    # A named rate limit its runs are held to (pools/rate_limits.py), over its handler's own.
+    # Null when the target names none, as an optional field of the definition is (jobs/fields.py).
+    rate_limit = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
     payload = models.JSONField(default=dict, blank=True)
     max_attempts = models.PositiveIntegerField(default=3)
     backoff = models.CharField(max_length=12, choices=Backoff.choices, default=Backoff.EXPONENTIAL)

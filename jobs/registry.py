@@ -24,20 +24,28 @@ class HandlerSpec:
     # so a malformed payload is a 400 rather than a run that fails its every attempt. None: any
     # JSON object.
     payload: type | None = None
+    # A named rate limit its runs are held to (pools/rate_limits.py), unless a job's target names
+    # another: "" for none.
+    rate_limit: str = ""
 
 
 _handlers: dict[str, HandlerSpec] = {}
 
 
-def register(name: str, *, pool: str = "default", atomic: bool = False, payload: type | None = None) -> Callable:
-    """Decorator: `@register("send-invoice", pool="billing", payload=InvoicePayload)`."""
+def register(
+    name: str, *, pool: str = "default", atomic: bool = False, payload: type | None = None, rate_limit: str = ""
+) -> Callable:
+    """Decorator: `@register("send-invoice", pool="billing", payload=InvoicePayload)`;
+    `rate_limit="payments"` holds its runs to that named limit (`manage.py rate_limit set`)."""
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         known = _handlers.get(name)
         if known is not None and _where(known.func) != _where(func):
             # Two apps claiming one name would run whichever loaded last: refuse at start instead.
             raise ValueError(f"handler {name!r} is registered twice: by {_where(known.func)} and {_where(func)}")
-        _handlers[name] = HandlerSpec(name=name, func=func, pool=pool, atomic=atomic, payload=payload)
+        _handlers[name] = HandlerSpec(
+            name=name, func=func, pool=pool, atomic=atomic, payload=payload, rate_limit=rate_limit
+        )
         return func
 
     return decorate

@@ -3,7 +3,8 @@
 The definition is kept in the model's names (jobs/fields.py: what a step may set of its own is
 named as the job's field it overrides), each step's target resolved (its pool filled in):
 
-    {"steps": [{"name": "extract", "target": {"pool": "etl", "handler": "extract"}, "payload": {},
+    {"steps": [{"name": "extract", "target": {"pool": "etl", "handler": "extract",
+                "rate_limit": "warehouse" or absent}, "payload": {},
                 "depends_on": [], "retry_policy": {"max_attempts": 5, …} or absent,
                 "timeout_sec": 600 or absent}, …]}
 

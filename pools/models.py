@@ -146,3 +146,29 @@ class PoolSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pool}/{self.tenant_id or 'all'}@{self.at:%Y-%m-%d %H:%M}"
+
+
+class RateLimit(models.Model):
+    """A named rate limit (`manage.py rate_limit set`, the admin): at most `per_second` starts a
+    second, `burst` of them at once, across every dispatcher and worker, for the executions of the
+    handlers that declare it and the jobs whose target names it (pools/rate_limits.py).
+
+    Two clocks of the same bucket, as GCRA keeps one (its theoretical arrival time, in seconds
+    since the epoch): the claim's, which paces admission and gives the executions over the limit
+    their turns, and the workers' starts', which holds every start to the limit exactly."""
+
+    name = models.CharField(max_length=64, unique=True)
+    per_second = models.FloatField()
+    burst = models.PositiveIntegerField(default=1)
+    admit_tat = models.FloatField(default=0.0)
+    start_tat = models.FloatField(default=0.0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=models.Q(per_second__gt=0), name="rate_limit_rate_positive"),
+            models.CheckConstraint(condition=models.Q(burst__gte=1), name="rate_limit_burst_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.per_second:g}/s, burst {self.burst}"

@@ -6,6 +6,8 @@ has admitted, and who else has due work in the pool. The first that holds is the
 
 - JOB_PAUSED: the job is paused; nothing of it is admitted until it is resumed.
 - POOL_PAUSED: an operator paused its pool; nothing of it is admitted until the pool is resumed.
+- RATE_LIMITED: it was over its named rate limit when chosen, and waits for the turn it was
+  given (scheduling/rate_limiting.py).
 - NOT_DUE: its time has not come.
 - TENANT_CONCURRENCY_LIMIT: the tenant has as many executions QUEUED or RUNNING as it may.
 - NO_WORKERS: no live worker serves its pool.
@@ -25,14 +27,16 @@ from executions.models import Execution
 from executions.states import ExecutionState
 from jobs.models import Job, Priority
 from jobs.states import JobState
-from pools import registry
+from pools import rate_limits, registry
 from readmodels.durations import duration
+from scheduling import rate_limiting
 from store import store
 from tenants.models import Tenant
 
 S = ExecutionState
 REASONS = [
     "NOT_DUE",
+    "RATE_LIMITED",
     "JOB_PAUSED",
     "POOL_PAUSED",
     "TENANT_CONCURRENCY_LIMIT",
@@ -75,6 +79,9 @@ class _Facts:
         )
         self.tenants = {t.pk: t for t in Tenant.objects.filter(pk__in={e.tenant_id for e in waiting})}
         self.heads: dict[str, list[tuple[int, int, datetime]]] = {}  # per pool, read when needed
+        turned = [e.pk for e in waiting if e.rate_turn_at is not None and e.available_at > now]
+        self.limit_names = rate_limiting.limit_names(turned)
+        self.limits = rate_limits.read() if turned else {}
 
     def reasons(self) -> dict[Any, Reason]:
         return {e.pk: self.reason(e) for e in self.waiting}
@@ -93,6 +100,15 @@ class _Facts:
             return Reason("JOB_PAUSED", "its job is paused; it waits until the job is resumed")
         if e.pool in self.paused_pools:
             return Reason("POOL_PAUSED", f"pool {e.pool} is paused; nothing of it is admitted until it is resumed")
+        if e.pk in self.limit_names and e.available_at > self.now:
+            name = self.limit_names[e.pk]
+            limit = self.limits[name].describe() if name in self.limits else name
+            seconds = (e.available_at - self.now).total_seconds()
+            return Reason(
+                "RATE_LIMITED",
+                f"rate limit {limit} is reached; its turn comes at {e.available_at.isoformat()}"
+                f" (in {duration(seconds)})",
+            )
         if e.available_at > self.now:
             seconds = (e.available_at - self.now).total_seconds()
             return Reason("NOT_DUE", f"due at {e.available_at.isoformat()} (in {duration(seconds)})")

@@ -11,6 +11,8 @@ registry, pools/registry.py) plus a small buffer, and the rest stays PENDING. Th
    tenant's backlog.
 3. Within a tenant, earliest due first.
 4. Never past a tenant's `max_concurrent_executions` (its QUEUED + RUNNING, in every pool).
+5. Never faster than a named rate limit: of what 1-4 chose, an execution over its limit is given
+   its turn instead (scheduling/rate_limiting.py), and the pool is walked again past it.
 
 Nothing of a paused pool (scheduling/pool_pauses.py) is admitted: the claim's snapshot names
 the paused pools, and their due work is not even read. It is not "held back" either: a paused
@@ -33,6 +35,7 @@ from executions import transitions
 from jobs.models import Priority
 from pools import registry
 from pools.fair import Contender, FairShare, Share
+from scheduling.rate_limiting import WALKS, Limiter
 from store import DueRow, Moved, store
 
 # How many times a contended claim offers the starts that tenants with fewer due executions
@@ -64,6 +67,7 @@ LimitOf = Callable[[str, Load], int]
 class Admission:
     chosen: list[DueRow] = field(default_factory=list)  # in the order to publish
     held_back: set[str] = field(default_factory=set)  # pools that left due work waiting
+    turned: int = 0  # executions over their rate limits given their turns (scheduling/rate_limiting.py)
 
 
 def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
@@ -83,22 +87,37 @@ def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
         tenant_load[tenant_id] += count
     caps = snapshot.limits
     admission = Admission()
+    limiter = Limiter(now=now)
     for pool in sorted(capacity.keys() - snapshot.paused):
         c = capacity[pool]
         load = Load(c.workers, c.slots, c.busy, queued[pool], running[pool], c.rate)
-        free = min(limit_of(pool, load) - load.admitted, limit - len(admission.chosen))
-        rows = s.due_in_pool(pool=pool, now=now, limit=max(free, 0) + 1)
-        if not rows:
-            continue
-        if len(rows) <= free and _within_limits(rows, tenant_load, caps):
-            admission.chosen += rows  # uncontended: everything due fits
-            tenant_load.update(row[2] for row in rows)
-            continue
-        admission.held_back.add(pool)
-        if free > 0:
-            taken = _fair(pool, free, now, tenant_load, walk=rows)
+        room = limit_of(pool, load) - load.admitted
+        # Walked again while the rate limits give turns instead of admitting (scheduling/rate_limiting.py);
+        # what a walk chose is still PENDING until the claim queues it, and is read past.
+        picked: dict[int, set] = defaultdict(set)
+        for _ in range(WALKS):
+            free = min(room, limit - len(admission.chosen))
+            before = sum(len(ids) for ids in picked.values())
+            walked = s.due_in_pool(pool=pool, now=now, limit=max(free, 0) + 1 + before)
+            rows = [row for row in walked if row[0] not in picked[row[2]]]
+            if not rows:
+                break
+            if len(rows) <= free and _within_limits(rows, tenant_load, caps):
+                taken = rows  # uncontended: everything due fits
+            else:
+                admission.held_back.add(pool)
+                taken = _fair(pool, free, now, tenant_load, walk=rows, picked=picked) if free > 0 else []
+            taken, turned = limiter.admit(taken)
             admission.chosen += taken
             tenant_load.update(row[2] for row in taken)
+            for row in taken:
+                picked[row[2]].add(row[0])
+            room -= len(taken)
+            if not turned:
+                break
+            admission.held_back.add(pool)  # its turns come soon: looked at again then
+    limiter.save()
+    admission.turned = limiter.turned
     return admission
 
 
@@ -127,10 +146,19 @@ def _within_limits(rows: list[DueRow], tenant_load: Counter[int], caps: dict[int
     return all(tenant_load[t] + n <= caps[t] for t, n in wanted.items() if t in caps)
 
 
-def _fair(pool: str, free: int, now: datetime, tenant_load: Counter[int], *, walk: list[DueRow]) -> list[DueRow]:
+def _fair(
+    pool: str,
+    free: int,
+    now: datetime,
+    tenant_load: Counter[int],
+    *,
+    walk: list[DueRow],
+    picked: dict[int, set] | None = None,
+) -> list[DueRow]:
     """Fill `free` starts of a contended pool in fair order (see the module's docstring). `walk`
     is what the pool's walk in due order read (more than `free`): the tenants' executions are
-    taken from it where it holds enough of them."""
+    taken from it where it holds enough of them. `picked`: each tenant's executions this claim
+    chose already, still PENDING, read past."""
     s = store()
     virtual_time, rows = s.shares(pool=pool)
     shares = {
@@ -152,7 +180,8 @@ def _fair(pool: str, free: int, now: datetime, tenant_load: Counter[int], *, wal
         eligible = [t for t, share in shares.items() if share.allowance > 0]
         heads = s.due_heads(pool=pool, priority=priority, tenant_ids=eligible, now=now)
         contenders = {tenant_id: Contender(tenant_id, earliest) for tenant_id, earliest in heads}
-        given: dict[int, set] = defaultdict(set)  # the ids chosen of each tenant at this level
+        # The ids chosen of each tenant at this level (and by an earlier walk of the claim).
+        given: dict[int, set] = defaultdict(set, {t: set(ids) for t, ids in (picked or {}).items()})
         for _ in range(ROUNDS):
             if free <= 0 or not contenders:
                 break
@@ -163,8 +192,8 @@ def _fair(pool: str, free: int, now: datetime, tenant_load: Counter[int], *, wal
             # Still PENDING, a tenant's rows chosen in an earlier round come first again: read past them.
             due = _tenants_due(pool, priority, {t: len(given[t]) + n for t, n in quotas.items()}, walked, now)
             got = {t: [row for row in due.get(t, []) if row[0] not in given[t]][: quotas[t]] for t in quotas}
-            for t, picked in got.items():
-                given[t].update(row[0] for row in picked)
+            for t, rows_of_t in got.items():
+                given[t].update(row[0] for row in rows_of_t)
             taken = {t: len(got[t]) for t in quotas}
             # Published in the fair order: the broker keeps it among what this claim admits.
             for t in order:

@@ -15,7 +15,7 @@ import abc
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.db.models import Model, QuerySet
 from django.db.models.expressions import Combinable
@@ -35,6 +35,10 @@ from store.rows import (
     Success,
 )
 from tenants.models import ApiToken
+
+if TYPE_CHECKING:
+    from pools.rate_limits import Limit
+    from store.rate_limits import LimitFacts
 
 
 class OverBudget(Exception):
@@ -369,6 +373,34 @@ class Store(abc.ABC):
         """What a claim starts from, in one round trip: the live workers (reported since
         `live_since` and not stopped, as pools.registry.live says), what is admitted per pool,
         tenant and state, the tenants' concurrency limits and the paused pools."""
+        ...
+
+    # --- rate limits (pools/rate_limits.py; store/rate_limits.py runs them on both stores) ---
+
+    @abc.abstractmethod
+    def claim_rate_limits(self) -> "dict[str, tuple[Limit, float]]":
+        """The limits defined, each with the claim's clock (its tat), read under the claim lock."""
+        ...
+
+    @abc.abstractmethod
+    def limit_facts(self, execution_ids: Sequence[Any]) -> "list[LimitFacts]":
+        """Of the executions `execution_ids`: what says their limits, and the turns they hold."""
+        ...
+
+    @abc.abstractmethod
+    def give_turns(self, turns: Mapping[Any, datetime]) -> int:
+        """The PENDING executions of `turns` wait for their turns: due then, holding them."""
+        ...
+
+    @abc.abstractmethod
+    def save_claim_clocks(self, tats: Mapping[str, float]) -> None:
+        """The claim's clocks of the limits it counted starts against."""
+        ...
+
+    @abc.abstractmethod
+    def take_start(self, name: str, at: float) -> float | None:
+        """Count a start at `at` (seconds since the epoch) against the limit `name` if it conforms:
+        None when counted (or the limit is gone), else when it will conform."""
         ...
 
     @abc.abstractmethod

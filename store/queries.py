@@ -34,7 +34,10 @@ TIMED_OUT = "timeout_at < %s AND cancel_requested_at IS NULL"
 CANCEL_UNHEEDED = "cancel_requested_at IS NOT NULL AND (cancel_requested_at < %s OR lease_expires_at < %s)"
 
 # What the named set moves write beside the state.
-QUEUED_UNDER_A_NEW_LEASE = "lease_token = lease_token + 1, queued_at = %s, republish_at = %s, publish_count = 1"
+# A turn an execution held under its rate limit is used once queued (scheduling/rate_limiting.py).
+QUEUED_UNDER_A_NEW_LEASE = (
+    "lease_token = lease_token + 1, queued_at = %s, republish_at = %s, publish_count = 1, rate_turn_at = NULL"
+)
 FINISHED_WITH_ERROR = "finished_at = %s, error = %s, error_fingerprint = %s"
 FINISHED_NOW = "finished_at = %s"
 DUE_NOW = "available_at = %s"

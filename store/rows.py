@@ -52,6 +52,7 @@ class Started:
     event_id: uuid.UUID | None = None  # the event that started it, if one did
     pool: str = ""
     traceparent: str = ""  # the trace its run span joins (telemetry/tracing.py)
+    rate_limit: str | None = None  # its job's target's rate limit, if it names one
 
 
 @dataclass(frozen=True)

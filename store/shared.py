@@ -17,6 +17,7 @@ from jobs.models import Job
 from store import queries, tables
 from store.interface import Store
 from store.queries import TOKEN
+from store.rate_limits import RateLimitOperations
 from store.rows import Beat, FailedFire, MovedSet, Republished, Snapshot, as_uuid
 from store.statements import Statements, _column
 from store.tables import (
@@ -35,7 +36,7 @@ from store.tables import (
 from tenants.models import ApiToken, Tenant
 
 
-class SharedStore(Statements, Store):
+class SharedStore(RateLimitOperations, Statements, Store):
     # A sweeper's batch as a condition: up to a limit of RUNNING executions matching {condition},
     # disjoint from a concurrent sweeper's.
     running_batch: ClassVar[str]

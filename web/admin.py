@@ -5,6 +5,7 @@ admin shows): the saves and deletions through `Audited`'s log_* hooks, which the
 change's own transaction, and the actions through audit.services.audited, one row per object."""
 
 import functools
+import re
 from typing import Any
 
 import django.contrib.auth.admin  # registers User and Group, re-registered below with the audit
@@ -23,7 +24,8 @@ from executions.models import Execution, ExecutionEvent
 from executions.states import InvalidTransition
 from jobs.models import Job
 from jobs.states import InvalidJobTransition
-from pools.models import Worker
+from pools import rate_limits
+from pools.models import RateLimit, Worker
 from scheduling.execution_changes import execution_cancel, execution_redrive
 from scheduling.job_changes import job_cancel, job_pause, job_resume, job_trigger
 from tenants.models import ApiToken, Tenant
@@ -224,6 +226,43 @@ class WorkerAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+
+class RateLimitForm(forms.ModelForm):
+    class Meta:
+        model = RateLimit
+        fields = ["name", "per_second", "burst"]
+        help_texts = {
+            "name": "Handlers declare it (register(..., rate_limit=NAME)); jobs name it in target.rateLimit.",
+            "per_second": "Starts a second across every worker (e.g. 10, or 0.5).",
+            "burst": "Starts at once after a quiet spell (1: evenly spaced).",
+        }
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"]
+        if not re.fullmatch(rate_limits.NAME_PATTERN, name):
+            raise forms.ValidationError("letters, digits and . _ - only (up to 64)")
+        return name
+
+    def clean_per_second(self) -> float:
+        value = self.cleaned_data["per_second"]
+        if not 0 < value <= rate_limits.MAX_PER_SECOND:
+            raise forms.ValidationError(f"above 0 and at most {rate_limits.MAX_PER_SECOND:g}")
+        return value
+
+
+@admin.register(RateLimit)
+class RateLimitAdmin(Audited, admin.ModelAdmin):
+    """The named rate limits, as `manage.py rate_limit set` defines them (pools/rate_limits.py).
+    Their clocks are the claim's and the workers' own: not shown, never edited."""
+
+    form = RateLimitForm
+    list_display = ["name", "per_second", "burst", "updated_at"]
+    search_fields = ["name"]
+
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        rate_limits.definitions.forget()
 
 
 def _run_action(modeladmin, request, queryset, service, verb: str) -> None:

@@ -12,7 +12,7 @@ import logging
 import os
 import socket
 import traceback as tb
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -28,7 +28,7 @@ from scheduling import runs
 from store import Started, Success, store
 from telemetry import tracing
 from tenants.selectors import signing_secrets_now
-from worker import log_capture
+from worker import log_capture, rate_gate
 from worker.context import ExecutionStopped, HandlerContext, HandlerTimedOut
 from worker.heartbeats import Heartbeats, shutting_down
 from worker.outcomes import OutcomeRecorder, record_failure, record_stop, record_success
@@ -164,14 +164,18 @@ def _start(execution_id: str, lease_token: int, *, lease: float) -> Started | No
     changes nothing and answers None (the delivery is dropped; the run's lease expires and the
     sweeper retries it, as after a worker crash at that point)."""
 
-    def start() -> Started | None:
+    def start_at(now: datetime) -> Started | None:
         return transitions.start(
             execution_id=execution_id,
             lease_token=lease_token,
-            now=db_now(),
+            now=now,
             worker_id=worker_id(),
             lease=timedelta(seconds=lease),
         )
+
+    def start() -> Started | None:
+        # Within its rate limit, if it is held to one (worker/rate_gate.py).
+        return rate_gate.start(start_at, stopping=shutting_down)
 
     try:
         return start()

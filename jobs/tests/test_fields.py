@@ -19,7 +19,7 @@ def test_every_field_of_the_job_is_in_the_table_or_internal():
 
 
 def test_a_group_holds_its_fields_in_the_tables_order():
-    assert [field.name for field in GROUPS["target"]] == ["pool", "handler"]
+    assert [field.name for field in GROUPS["target"]] == ["pool", "handler", "rate_limit"]
     assert list(group_of(Job(max_attempts=5), "retry_policy")) == [
         "max_attempts",
         "backoff",

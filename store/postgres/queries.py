@@ -31,7 +31,7 @@ STARTED = f"{MOVED_ONE}, pool, traceparent"
 # And what its handler needs, from the job and the tenant.
 STARTED_CONTEXT = (
     f"SELECT {', '.join('moved.' + c for c in STARTED.split(', '))},"
-    " j.handler, j.payload, t.slug, t.signing_secret"
+    " j.handler, j.payload, t.slug, t.signing_secret, j.rate_limit"
     " FROM moved JOIN jobs_job j ON j.id = moved.job_id JOIN tenants_tenant t ON t.id = moved.tenant_id"
 )
 # A workflow step's own timeout, if it has one (jobs/workflow.py), else its job's, from now (%s).

@@ -114,11 +114,23 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
         if len(moved) != 1:
             return None
         execution_id, attempt, _, job_id, tenant_id, run_id, step, event_id, pool, trace, *rest = moved[0]
-        handler, payload, slug, secret = rest
+        handler, payload, slug, secret, rate_limit = rest
         # As the ORM converts a read column (no expression: the stubs insist on one).
         payload = Job._meta.get_field("payload").from_db_value(payload, None, self.db)  # type: ignore[arg-type]
         started = Started(
-            execution_id, job_id, attempt, handler, payload, slug, secret, run_id, step, event_id, pool, trace
+            execution_id,
+            job_id,
+            attempt,
+            handler,
+            payload,
+            slug,
+            secret,
+            run_id,
+            step,
+            event_id,
+            pool,
+            trace,
+            rate_limit,
         )
         return started, (execution_id, job_id, tenant_id, RUNNING)
 

@@ -126,6 +126,7 @@ class SqliteStore(SqliteAdmission, SqliteReads, SharedStore):
             row.event_id,
             row.pool,
             row.traceparent,
+            job.rate_limit,
         )
         return started, change
 

@@ -16,6 +16,8 @@ from django.utils import timezone
 from executions.models import Execution, ExecutionEvent, Run
 from executions.states import ExecutionState as S
 from jobs.models import Job
+from pools.models import RateLimit
+from pools.rate_limits import Limit
 from store import Fire, Store, Success, store
 
 pytestmark = [pytest.mark.store, pytest.mark.django_db]
@@ -408,6 +410,55 @@ def test_settle_jobs_completes_a_one_off_job_with_nothing_left_to_run(tenant, ma
 
     assert Job.objects.get(pk=execution.job_id).state == "COMPLETED"
     assert Job.objects.get(pk=running.job_id).state == "ACTIVE"
+
+
+# --- rate limits (pools/rate_limits.py) ----------------------------------------------------------------------
+
+
+def test_rate_limits_read_under_the_claim_with_their_clocks_and_save_them():
+    RateLimit.objects.create(name="payments", per_second=5, burst=2, admit_tat=12.5)
+
+    assert store().claim_rate_limits() == {"payments": (Limit("payments", 5.0, 2), 12.5)}
+
+    store().save_claim_clocks({"payments": 99.25, "gone": 1.0})
+    assert RateLimit.objects.get(name="payments").admit_tat == 99.25
+
+
+def test_limit_facts_say_the_targets_limit_the_handler_and_the_turn(tenant, make_job, now):
+    limited = _execution(make_job, tenant, now, rate_limit="payments")
+    plain = _execution(make_job, tenant, now)
+    Execution.objects.filter(pk=plain.pk).update(rate_turn_at=now)
+
+    facts = {f.id: f for f in store().limit_facts([limited.pk, plain.pk])}
+
+    assert facts[limited.pk][1:] == ("payments", "noop", None, "", None)
+    assert facts[plain.pk][1:] == (None, "noop", None, "", now)
+
+
+def test_give_turns_makes_pending_executions_due_at_their_turns_and_queue_uses_them(tenant, make_job, now):
+    first, second, queued = (_execution(make_job, tenant, now) for _ in range(3))
+    store().queue([queued.pk], now=now, republish_at=now + LEASE)
+    turns = {first.pk: now + timedelta(seconds=1), second.pk: now + timedelta(seconds=2), queued.pk: now}
+
+    assert store().give_turns(turns) == 2
+
+    rows = dict(Execution.objects.values_list("pk", "available_at"))
+    assert rows[first.pk] == now + timedelta(seconds=1) and rows[second.pk] == now + timedelta(seconds=2)
+    assert Execution.objects.get(pk=queued.pk).rate_turn_at is None
+    store().queue([first.pk], now=now, republish_at=now + LEASE)
+    assert Execution.objects.get(pk=first.pk).rate_turn_at is None  # used
+    assert Execution.objects.get(pk=second.pk).rate_turn_at == now + timedelta(seconds=2)
+
+
+def test_take_start_counts_a_conforming_start_and_says_when_the_next_conforms():
+    RateLimit.objects.create(name="payments", per_second=4, burst=2)
+
+    assert store().take_start("payments", 100.0) is None
+    assert store().take_start("payments", 100.0) is None  # the burst's second
+    assert store().take_start("payments", 100.0) == pytest.approx(100.25)
+    assert store().take_start("payments", 100.25) is None
+    assert RateLimit.objects.get(name="payments").start_tat == pytest.approx(100.75)
+    assert store().take_start("gone", 100.0) is None  # no such limit: nothing holds it
 
 
 # --- the suite itself ---------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ MODEL_NAME: dict[str, str] = {api: name for name, api in API_NAME.items()}
 # the job's field it overrides (jobs/fields.py, `step`), its group's fields too; and what it waits for.
 STEP_API_NAME: dict[str, str] = {
     "depends_on": "dependsOn",
+    "rate_limit": "rateLimit",  # a step's target's, as the job's target's
     **{name: API_NAME[name] for field in FIELDS if field.step for name in (field.name, field.group) if name},
 }
 

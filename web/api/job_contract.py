@@ -59,16 +59,20 @@ class _PriorityName(StoredChoiceField):
 
 @extend_schema_field(TargetOutputSerializer(allow_null=True))
 class _TargetOrNull(serializers.Field):
-    """A job's target, read from the job's fields of the group; null for a workflow job, whose
-    steps name theirs."""
+    """A job's target, read from the job's fields of the group, each that it holds (`rateLimit`
+    only when it names one); null for a workflow job, whose steps name theirs."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(source="*", read_only=True, **kwargs)
 
     def to_representation(self, value: Job):
-        return (
-            None if value.workflow else {API_NAME[field.name]: getattr(value, field.name) for field in GROUPS["target"]}
-        )
+        if value.workflow:
+            return None
+        return {
+            API_NAME[field.name]: getattr(value, field.name)
+            for field in GROUPS["target"]
+            if not field.optional_for or getattr(value, field.name) is not None
+        }
 
 
 INPUT: dict[str, serializers.Field] = {

@@ -19,6 +19,7 @@ from jobs import cron, registry
 from jobs.fields import BY_NAME, GROUPS
 from jobs.models import Backoff, Job
 from jobs.payloads import StrictSerializer
+from pools import rate_limits
 from web.api.job_api_names import API_NAME
 
 S = TypeVar("S", bound=serializers.Serializer)
@@ -113,6 +114,29 @@ class HandlerNameField(serializers.CharField):
         super().__init__(**_described(kwargs, "A handler this server runs: GET /v1/handlers lists them."))
 
 
+class RateLimitNameField(serializers.CharField):
+    """A defined rate limit's name (`manage.py rate_limit set`), or null for none."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("max_length", 64)
+        kwargs.setdefault("allow_null", True)
+        super().__init__(
+            **_described(
+                kwargs,
+                'A named rate limit its runs are held to (README, "Rate limits"), over its handler\'s own; '
+                "null for the handler's.",
+            )
+        )
+
+    def to_internal_value(self, data) -> str:
+        value = super().to_internal_value(data)
+        known = rate_limits.read()
+        if value not in known:
+            named = ", ".join(sorted(known)) or "none is defined (manage.py rate_limit set)"
+            raise serializers.ValidationError(f'unknown rate limit "{value}"; known: {named}')
+        return value
+
+
 class PoolNameField(serializers.CharField):
     """A known pool's name (checked with the handler by TargetSerializer)."""
 
@@ -205,6 +229,7 @@ def _in(name: str, group: str) -> bool:
 GROUP_INPUT: dict[str, serializers.Field] = {
     "handler": HandlerNameField(),
     "pool": PoolNameField(required=False),
+    "rate_limit": RateLimitNameField(required=False),
     "max_attempts": serializers.IntegerField(min_value=1, max_value=100, required=False, default=3),
     "backoff": ChoiceField(choices=Backoff.values, required=False, default=Backoff.EXPONENTIAL),
     "initial_delay_ms": serializers.IntegerField(min_value=0, max_value=86_400_000, required=False, default=1000),
@@ -214,6 +239,7 @@ GROUP_INPUT: dict[str, serializers.Field] = {
 GROUP_OUTPUT: dict[str, serializers.Field] = {
     "pool": serializers.CharField(),
     "handler": serializers.CharField(),
+    "rate_limit": serializers.CharField(required=False),  # only when the target names one
     "max_attempts": serializers.IntegerField(source="max_attempts"),
     "backoff": StoredChoiceField(Backoff.values),
     "initial_delay_ms": serializers.IntegerField(source="initial_delay_ms"),
@@ -238,7 +264,8 @@ class TargetSerializer(StrictSerializer):
             raise serializers.ValidationError(
                 {"pool": [f"unknown pool '{pool}'; known: {', '.join(registry.pools())}"]}
             )
-        return {"handler": spec.name, "pool": pool}
+        named = {"rateLimit": attrs["rateLimit"]} if "rateLimit" in attrs else {}
+        return {"handler": spec.name, "pool": pool, **named}
 
 
 @table_fields(GROUP_INPUT, group="retry_policy")

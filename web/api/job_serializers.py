@@ -179,10 +179,12 @@ class JobInputSerializer(StrictSerializer):
             name = API_NAME[field.group or field.name]
             if name not in data:
                 continue
+            if field.group and API_NAME[field.name] not in data[name]:
+                continue  # a group's optional field not given (a target's rateLimit): as it is
             value = data[name][API_NAME[field.name]] if field.group else data[name]
             fields[field.name] = _TO_MODEL[field.name](value) if field.name in _TO_MODEL else value
         if "workflow" in data:  # a workflow's steps name their targets: the job has none
-            fields.update(pool="", handler="")
+            fields.update(pool="", handler="", rate_limit=None)
         return fields
 
 

@@ -47,8 +47,12 @@ def job_version_restore(*, job: Job, version: JobVersion, actor: str, now) -> Jo
     # A definition leaves out a field that was unset where it is optional (jobs/fields.py,
     # `when_set`): unset it again.
     for field in FIELDS:
-        if job.type in field.optional_for:
+        if job.type not in field.optional_for:
+            continue
+        if not field.group:
             data.setdefault(API_NAME[field.name], None)
+        elif isinstance(data.get(API_NAME[field.group]), dict):  # a target's, where it has one
+            data[API_NAME[field.group]].setdefault(API_NAME[field.name], None)
     serializer = JobUpdateSerializer(job, data=data, partial=True)
     serializer.is_valid(raise_exception=True)
     fields = serializer.to_model_fields()
@@ -92,8 +96,9 @@ def _definition_fields(fields: Sequence[JobField]) -> dict[str, serializers.Fiel
     them."""
     made: dict[str, serializers.Field] = {}
     for field in fields:
-        # A group's object is there whole or not at all (VersionDefinitionSerializer says which).
-        required = field.held is None or bool(field.group)
+        # A group's object is there whole or not at all (VersionDefinitionSerializer says which),
+        # but for a field it holds only when set (a target's rateLimit).
+        required = field.held is None or (bool(field.group) and not field.optional_for)
         if field.name in _DOCUMENTS:
             made[API_NAME[field.name]] = _DOCUMENTS[field.name](required=required)
         elif field.kind == "choice":

@@ -103,7 +103,12 @@ def _stored_step(step: dict[str, Any]) -> dict[str, Any]:
     """A validated step (the API's names) as a job keeps it (the model's: api_workflow's inverse)."""
     kept = {
         "name": step["name"],
-        "target": dict(step["target"]),
+        # Its rate limit only when it names one, in the model's name (jobs/workflow.py).
+        "target": {
+            "handler": step["target"]["handler"],
+            "pool": step["target"]["pool"],
+            **({"rate_limit": step["target"]["rateLimit"]} if step["target"].get("rateLimit") else {}),
+        },
         "payload": step["payload"],
         "depends_on": list(step["dependsOn"]),
     }
