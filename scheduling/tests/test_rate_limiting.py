@@ -18,7 +18,7 @@ from readmodels.pending_reasons import pending_reasons
 from testing.steps import dispatch, start, succeed
 from worker import rate_gate
 
-pytestmark = pytest.mark.usefixtures("exact_admission")
+pytestmark = [pytest.mark.usefixtures("exact_admission"), pytest.mark.both_stores]
 
 
 @registry.register("test.rate-limited", rate_limit="payments")

@@ -19,7 +19,7 @@ class Command(BaseCommand):
         define.add_argument("--burst", type=int, default=1, help="starts at once after a quiet spell (default 1)")
         actions.add_parser("list", help="the limits, and the handlers that declare each")
         remove = actions.add_parser("delete", help="remove a limit: what names it then runs unlimited")
-        remove.add_argument("name")
+        remove.add_argument("name", help="the limit to remove")
 
     def handle(self, *args, action: str, **options) -> None:
         if action == "set":
