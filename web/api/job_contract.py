@@ -75,6 +75,11 @@ class _TargetOrNull(serializers.Field):
         }
 
 
+def _optional_count(most: int, help_text: str) -> serializers.IntegerField:
+    """A whole number from 1 to `most` that a job may leave out or set to null (none)."""
+    return serializers.IntegerField(min_value=1, max_value=most, required=False, allow_null=True, help_text=help_text)
+
+
 INPUT: dict[str, serializers.Field] = {
     "name": serializers.CharField(max_length=200),
     "type": ChoiceField(choices=JobType.values),
@@ -82,12 +87,8 @@ INPUT: dict[str, serializers.Field] = {
     "delay_sec": serializers.IntegerField(min_value=0, max_value=MAX_DELAY_SEC, required=False, allow_null=True),
     "schedule": ScheduleField(max_length=200, required=False),
     "timezone": TimezoneField(required=False),
-    "every_sec": serializers.IntegerField(
-        min_value=1,
-        max_value=MAX_EVERY_SEC,
-        required=False,
-        allow_null=True,
-        help_text="INTERVAL jobs: seconds between fires, anchored at startAt (a run's length never shifts them).",
+    "every_sec": _optional_count(
+        MAX_EVERY_SEC, "INTERVAL jobs: seconds between fires, anchored at startAt (a run's length never shifts them)."
     ),
     "start_at": AwareDateTimeField(
         required=False,
@@ -103,20 +104,14 @@ INPUT: dict[str, serializers.Field] = {
         required=False, help_text="EVENT jobs: the name of the events it runs for (an event's `name`)."
     ),
     "event_filter": EventFilterField(required=False, allow_null=True),
-    "debounce_sec": serializers.IntegerField(
-        min_value=1,
-        max_value=MAX_DEBOUNCE_SEC,
-        required=False,
-        allow_null=True,
-        help_text="EVENT jobs with a target: matching events less than this many seconds apart fold into one run, "
+    "debounce_sec": _optional_count(
+        MAX_DEBOUNCE_SEC,
+        "EVENT jobs with a target: matching events less than this many seconds apart fold into one run, "
         "started this long after the last of them (docs/events.md, Debounce). Null: a run per event.",
     ),
-    "debounce_max_sec": serializers.IntegerField(
-        min_value=1,
-        max_value=MAX_DEBOUNCE_SEC,
-        required=False,
-        allow_null=True,
-        help_text="With debounceSec: the folded run starts at the latest this many seconds after the first event "
+    "debounce_max_sec": _optional_count(
+        MAX_DEBOUNCE_SEC,
+        "With debounceSec: the folded run starts at the latest this many seconds after the first event "
         "it folds, however many keep coming. Null: no limit.",
     ),
     "payload": PayloadField(required=False),
@@ -125,21 +120,15 @@ INPUT: dict[str, serializers.Field] = {
     "priority": ChoiceField(choices=Priority.names, required=False),
     "misfire_policy": ChoiceField(choices=MisfirePolicy.values, required=False),
     "concurrency_policy": ChoiceField(choices=ConcurrencyPolicy.values, required=False),
-    "catchup_window_sec": serializers.IntegerField(
-        min_value=1,
-        max_value=MAX_EVERY_SEC,
-        required=False,
-        allow_null=True,
-        help_text="CRON and INTERVAL jobs: a missed fire runs only if it is at most this many seconds old "
+    "catchup_window_sec": _optional_count(
+        MAX_EVERY_SEC,
+        "CRON and INTERVAL jobs: a missed fire runs only if it is at most this many seconds old "
         "when dispatched; older ones are skipped and recorded as skipped, under every misfirePolicy. "
         "Null or absent: no window.",
     ),
-    "pause_after_failures": serializers.IntegerField(
-        min_value=1,
-        max_value=MAX_PAUSE_AFTER_FAILURES,
-        required=False,
-        allow_null=True,
-        help_text="CRON and INTERVAL jobs: paused by the system after this many consecutive fires ended DEAD "
+    "pause_after_failures": _optional_count(
+        MAX_PAUSE_AFTER_FAILURES,
+        "CRON and INTERVAL jobs: paused by the system after this many consecutive fires ended DEAD "
         "(every attempt failed), with pausedReason set and a JOB_AUTO_PAUSED alert; a fire that succeeds, "
         "or a resume, starts the count again. Null (the default): never.",
     ),
