@@ -1,10 +1,10 @@
 """The handlers this server runs, described for the people and the clients that submit jobs to
 them: `GET /v1/handlers` and the dashboard's job form read the same list.
 
-Each handler is its registration (jobs.registry): its name, pool and whether it runs atomically,
-the first paragraph of its function's docstring, and its payload as JSON Schema. The schema is
-derived from the serializer the handler declares by drf-spectacular's own field mapping, the one
-that writes the API's request schemas (web.schema.AutoSchema: a StrictSerializer refuses unknown
+Each handler is its registration (jobs.registry): its name, pool, whether it runs atomically and
+the rate limit it declares, the first paragraph of its function's docstring, and its payload as
+JSON Schema. The schema is derived from the serializer the handler declares by drf-spectacular's
+own field mapping, the one that writes the API's request schemas (web.schema.AutoSchema: a StrictSerializer refuses unknown
 fields, `additionalProperties: false`), then written as JSON Schema proper: OpenAPI 3.0's
 `nullable` becomes a `null` type. A handler without a serializer takes any JSON object.
 """
@@ -27,6 +27,7 @@ class HandlerInfo:
     name: str
     pool: str
     atomic: bool
+    rate_limit: str | None  # the named rate limit it declares (pools/rate_limits.py), if any
     description: str
     payload_schema: dict[str, Any]
 
@@ -42,6 +43,7 @@ def handler_catalog() -> list[HandlerInfo]:
                 name=spec.name,
                 pool=spec.pool,
                 atomic=spec.atomic,
+                rate_limit=spec.rate_limit or None,
                 description=description_of(spec.func),
                 payload_schema=payload_schema(spec.payload),
             )

@@ -19,6 +19,12 @@ class HandlerSerializer(serializers.Serializer):
         help_text="It runs inside the transaction that records its success: its own database writes commit "
         "with SUCCEEDED or not at all."
     )
+    rateLimit = serializers.CharField(
+        source="rate_limit",
+        allow_null=True,
+        help_text="The named rate limit its runs are held to unless a job's target names another "
+        '(README, "Rate limits"); null for none.',
+    )
     description = serializers.CharField(help_text="What it does: its docstring's first paragraph.")
     payloadSchema = serializers.DictField(
         source="payload_schema",

@@ -37,7 +37,9 @@ def invoice_handler():
 
         Retries are safe: the invoice's id is the idempotency key."""
 
-    registry.register("test-invoice", pool="billing", atomic=True, payload=InvoicePayload)(send_invoice)
+    registry.register("test-invoice", pool="billing", atomic=True, payload=InvoicePayload, rate_limit="invoices")(
+        send_invoice
+    )
     yield
     registry._handlers.pop("test-invoice")
 
@@ -56,6 +58,7 @@ def test_the_built_in_handlers_are_listed_by_name_with_their_pool_and_descriptio
         "name": "noop",
         "pool": "default",
         "atomic": False,
+        "rateLimit": None,
         "description": "Returns its payload.",
         "payloadSchema": {"type": "object"},
     }
@@ -73,7 +76,7 @@ def test_the_built_in_handlers_are_listed_by_name_with_their_pool_and_descriptio
 
 def test_a_registered_handler_s_serializer_is_its_payload_s_json_schema(api, invoice_handler):
     (invoice,) = [h for h in _all(api) if h["name"] == "test-invoice"]
-    assert (invoice["pool"], invoice["atomic"]) == ("billing", True)
+    assert (invoice["pool"], invoice["atomic"], invoice["rateLimit"]) == ("billing", True, "invoices")
     assert invoice["description"] == "Sends the invoice by its channel."
     schema = invoice["payloadSchema"]
     assert schema["description"] == "An invoice to send."
