@@ -4,9 +4,10 @@ them: `GET /v1/handlers` and the dashboard's job form read the same list.
 Each handler is its registration (jobs.registry): its name, pool, whether it runs atomically and
 the rate limit it declares, the first paragraph of its function's docstring, and its payload as
 JSON Schema. The schema is derived from the serializer the handler declares by drf-spectacular's
-own field mapping, the one that writes the API's request schemas (web.schema.AutoSchema: a StrictSerializer refuses unknown
-fields, `additionalProperties: false`), then written as JSON Schema proper: OpenAPI 3.0's
-`nullable` becomes a `null` type. A handler without a serializer takes any JSON object.
+own field mapping, the one that writes the API's request schemas (web.schema.AutoSchema: a
+StrictSerializer refuses unknown fields, `additionalProperties: false`), then written as JSON
+Schema proper: OpenAPI 3.0's `nullable` becomes a `null` type. A handler without a serializer
+takes any JSON object.
 """
 
 import inspect

@@ -9,6 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from audit.models import AuditEntry
 from executions.models import Execution
 from jobs.models import Job
 from pools import rate_limits
@@ -127,6 +128,16 @@ def test_the_command_sets_changes_lists_and_deletes_limits():
     assert not RateLimit.objects.exists()
     with pytest.raises(CommandError, match="no rate limit"):
         call_command("rate_limit", "delete", "payments")
+    audited = list(AuditEntry.objects.order_by("id").values_list("action", "outcome", "actor_kind"))
+    assert [(a, o) for a, o, _ in audited] == [
+        ("rate_limit.set", "OK"),
+        ("rate_limit.set", "OK"),
+        ("rate_limit.set", "INVALID"),
+        ("rate_limit.set", "INVALID"),
+        ("rate_limit.delete", "OK"),
+        ("rate_limit.delete", "NOT_FOUND"),
+    ]
+    assert {kind for _, _, kind in audited} == {"cli"}
 
 
 def test_the_admin_defines_a_limit(admin_client):

@@ -1,5 +1,9 @@
 from django.core.management.base import BaseCommand, CommandError
+from django.http import Http404
+from rest_framework.exceptions import ValidationError
 
+from audit.services import Target, audited, cli_actor
+from executions.clock import db_now
 from jobs import registry
 from pools import rate_limits
 from pools.models import RateLimit
@@ -22,17 +26,40 @@ class Command(BaseCommand):
         remove.add_argument("name", help="the limit to remove")
 
     def handle(self, *args, action: str, **options) -> None:
+        # Audited as the jobs command's actions are: the operating system's user, actor kind cli.
+        target = Target(type="rate_limit", id=options.get("name") or "", label=options.get("name") or "")
         if action == "set":
+
+            def define() -> tuple[RateLimit, bool]:
+                try:
+                    return rate_limits.define(
+                        name=options["name"], per_second=options["per_second"], burst=options["burst"]
+                    )
+                except ValueError as exc:
+                    raise ValidationError(str(exc)) from exc  # recorded as INVALID
+
             try:
-                limit, created = rate_limits.define(
-                    name=options["name"], per_second=options["per_second"], burst=options["burst"]
+                limit, created = audited(
+                    actor=cli_actor(),
+                    action="rate_limit.set",
+                    target=target,
+                    now=db_now(),
+                    run=define,
+                    describe=lambda result: str(result[0]),
                 )
-            except ValueError as exc:
-                raise CommandError(str(exc)) from exc
+            except ValidationError as exc:
+                raise CommandError(exc.detail[0]) from exc  # type: ignore[index]  # a list, as raised above
             self.stdout.write(f"{'defined' if created else 'changed'} rate limit {limit}")
         elif action == "delete":
-            if not rate_limits.remove(name=options["name"]):
-                raise CommandError(f"no rate limit '{options['name']}'")
+
+            def remove() -> None:
+                if not rate_limits.remove(name=options["name"]):
+                    raise Http404(f"no rate limit '{options['name']}'")  # recorded as NOT_FOUND
+
+            try:
+                audited(actor=cli_actor(), action="rate_limit.delete", target=target, now=db_now(), run=remove)
+            except Http404 as exc:
+                raise CommandError(str(exc)) from exc
             self.stdout.write(f"deleted rate limit {options['name']}")
         else:
             declared: dict[str, list[str]] = {}
