@@ -34,6 +34,7 @@ def _form_context(form: forms.JobForm, **extra) -> dict:
         "job_types": JobType.values,
         "handlers": forms.handler_options(form.values.get("handler", "")),
         "pools": registry.pools(),
+        "rate_limits": forms.rate_limit_options(form.values.get("rateLimit", "")),
         "backoffs": Backoff.values,
         "priorities": Priority.names,
         "misfire_policies": MisfirePolicy.values,

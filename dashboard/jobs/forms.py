@@ -11,6 +11,7 @@ from django.http import QueryDict
 
 from jobs.fields import FIELDS, GROUPS, JobField
 from jobs.models import RECURRING_TYPES, Job, JobType, Priority
+from pools import rate_limits
 from web import json_input
 from web.api.job_api_names import API_NAME
 from web.api.job_serializers import TIMING_FIELD_OF, JobInputSerializer, JobUpdateSerializer
@@ -57,17 +58,41 @@ class HandlerOption:
     pool: str
     description: str
     payload: str  # its payload's fields, the required ones marked: "url (required), method, …"
+    rate_limit: str = ""  # the named rate limit it declares, what a target naming none is held to
 
 
 def handler_options(chosen: str) -> list[HandlerOption]:
     """The handlers the form offers, by name; a job's handler that this server does not run (an
     app since removed) is offered too, said so, rather than silently replaced by the first."""
     options = [
-        HandlerOption(name=h.name, pool=h.pool, description=h.description, payload=_payload_fields(h.payload_schema))
+        HandlerOption(
+            name=h.name,
+            pool=h.pool,
+            description=h.description,
+            payload=_payload_fields(h.payload_schema),
+            rate_limit=h.rate_limit or "",
+        )
         for h in handler_catalog()
     ]
     if chosen and chosen not in {option.name for option in options}:
         options.append(HandlerOption(name=chosen, pool="", description="Not a handler this server runs.", payload=""))
+    return options
+
+
+@dataclass(frozen=True)
+class RateLimitOption:
+    """A named rate limit in the form's choice: its name, and its rate as the job page says it."""
+
+    name: str
+    label: str
+
+
+def rate_limit_options(chosen: str) -> list[RateLimitOption]:
+    """The defined rate limits (`manage.py rate_limit set`), by name; a job's limit since removed
+    is offered too, said so, so that an edit of something else keeps it rather than dropping it."""
+    options = [RateLimitOption(name=name, label=limit.describe()) for name, limit in sorted(rate_limits.read().items())]
+    if chosen and chosen not in {option.name for option in options}:
+        options.append(RateLimitOption(name=chosen, label=f"{chosen} (not defined: its runs are not limited)"))
     return options
 
 
@@ -176,10 +201,13 @@ def _api_data(values: dict[str, str], names: set[str], kind: str, errors: dict[s
     if "pauseAfterFailures" in names and (values.get("pauseAfterFailures") or kind in RECURRING_TYPES):
         # Emptied: never pause (null). Given on another type, sent so that the API refuses it.
         data["pauseAfterFailures"] = values["pauseAfterFailures"] or None
-    if {"handler", "pool"} & names:
+    if {"handler", "pool", "rateLimit"} & names:
         data["target"] = {"handler": values["handler"]}
         if values.get("pool"):
             data["target"]["pool"] = values["pool"]
+        if "rateLimit" in names:
+            # None: the handler's own limit (null); a target without the key keeps the job's.
+            data["target"]["rateLimit"] = values["rateLimit"] or None
     if "payload" in names:
         payload = _parse_payload(values["payload"], errors)
         if payload is not None:

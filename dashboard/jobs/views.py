@@ -32,6 +32,7 @@ from jobs.selectors import job_get
 from jobs.selectors import job_list as jobs_in_scope
 from jobs.states import JobState
 from jobs.versions import version_get
+from pools import rate_limits
 from readmodels.backfills import backfill_counts, backfill_list
 
 
@@ -93,6 +94,7 @@ def job_detail(request: ScopedRequest, job_id: uuid.UUID) -> HttpResponse:
             "runs": job_runs,
             "runs_pager": pager(request, runs_page, runs_next, key="runs"),
             "workflow_steps": runs.workflow_steps(job),
+            "rate_limit": _rate_limit(job),
             "backfills": _backfills(request, job),
             "audit": selectors.audit_for_job(scope=request.tenant_scope, job=job),
             "cancellable": CANCELLABLE,
@@ -101,6 +103,19 @@ def job_detail(request: ScopedRequest, job_id: uuid.UUID) -> HttpResponse:
             **versions_panel(job=job, chosen_number=request.GET.get("version", "")),
         },
     )
+
+
+def _rate_limit(job: Job) -> str:
+    """The rate limit the job's runs are held to, as its page says it: the target's with its rate,
+    else the one its handler declares, else "none"."""
+    held_to = rate_limits.name_of(job.rate_limit, job.handler)
+    if not held_to:
+        return "none"
+    limit = rate_limits.read().get(held_to)
+    if job.rate_limit:
+        return limit.describe() if limit else f"{held_to} (not defined: its runs are not limited)"
+    rate = f", {limit.per_second:g}/s, burst {limit.burst}" if limit else ", not defined: not limited"
+    return f"— (the handler's: {held_to}{rate})"
 
 
 def _backfills(request: ScopedRequest, job: Job) -> list[dict]:

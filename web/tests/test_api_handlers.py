@@ -133,7 +133,8 @@ def test_the_job_form_offers_the_handlers_with_their_pool_and_description(admin_
     html = admin_client.get("/dashboard/jobs/new").content.decode()
     assert "data-handler-select" in html
     assert (
-        '<option value="test-invoice" data-pool="billing" data-description="Sends the invoice by its channel." '
+        '<option value="test-invoice" data-pool="billing" data-rate-limit="invoices" '
+        'data-description="Sends the invoice by its channel." '
         'data-payload="invoiceId (required), channel, billTo, cc, dryRun" >test-invoice · billing</option>'
     ) in html
     # The chosen one (noop, a new job's default) is described under the choice.

@@ -223,6 +223,7 @@
     var handler = form.querySelector("[data-handler-select]");
     var about = form.querySelector("[data-handler-about]");
     var defaultPool = form.querySelector("[data-handler-pool]");
+    var defaultLimit = form.querySelector("[data-handler-rate-limit]");
     function describeHandler() {
       var option = handler.options[handler.selectedIndex];
       if (!option) return;
@@ -230,6 +231,8 @@
       if (about) about.textContent = option.getAttribute("data-description") + (payload ? " Payload: " + payload + "." : "");
       var pool = option.getAttribute("data-pool");
       if (defaultPool) defaultPool.textContent = "Handler's default" + (pool ? " (" + pool + ")" : "");
+      var limit = option.getAttribute("data-rate-limit");
+      if (defaultLimit) defaultLimit.textContent = "None — the handler's own" + (limit ? " (" + limit + ")" : "");
     }
     if (handler) handler.addEventListener("change", describeHandler);
     var schedule = form.querySelector("[data-schedule-input]");
