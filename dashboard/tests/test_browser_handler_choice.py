@@ -1,10 +1,13 @@
-"""The job form's handler choice in a real browser (Debian's Chromium) against the real web role,
-at 1280x800 and 390x844 (issue 33): each handler is offered with its pool, and choosing one says
+"""The job form's target in a real browser (Debian's Chromium) against the real web role, at
+1280x800 and 390x844 (issue 33): each handler is offered with its pool, and choosing one says
 what it does, the payload it takes and the pool its jobs run in by default, as GET /v1/handlers
-describes them.
+describes them; the defined rate limits are offered, a limit removed while the form was open is
+the API's error beside its field, and the job page says the limit and why a run over it waits.
 
 The processes are test_browser.py's (daphne, a dispatcher, a worker); screenshots go to
-test-artifacts/screenshots/handler-choice-*.png."""
+test-artifacts/screenshots/handler-choice-*.png and rate-limit-*.png."""
+
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -20,10 +23,12 @@ def _fast_password_hashing():
     """Overrides conftest's: daphne checks passwords with the real settings' hashers."""
 
 
-def test_choosing_a_handler_says_what_it_does_and_takes(stack, browser, transactional_db):
+def test_choosing_a_handler_says_what_it_does_and_takes_and_a_rate_limit_holds_it(stack, browser, transactional_db):
+    from pools import rate_limits
     from tenants.services import tenant_create
 
     tenant = tenant_create(slug="acme")
+    rate_limits.define(name="payments", per_second=10, burst=1)
     _user("ada", tenants=[tenant])
     for name, viewport in (("wide", WIDE), ("narrow", NARROW)):
         page = _page(browser, stack, "ada", viewport=viewport)
@@ -41,4 +46,47 @@ def test_choosing_a_handler_says_what_it_does_and_takes(stack, browser, transact
         box, select = about.bounding_box(), page.locator("[data-handler-select]").bounding_box()
         assert box and select and box["x"] + box["width"] <= viewport["width"]  # it wraps, never overflows
         page.screenshot(path=str(SCREENSHOTS / f"handler-choice-{name}.png"), full_page=True)
+        _choose_a_rate_limit(page, name, viewport)
         page.context.close()
+
+
+def _within(page, selector: str, viewport) -> None:
+    """`selector` is whole on the screen, and the page does not scroll sideways."""
+    box = page.locator(selector).first.bounding_box()
+    assert box and box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"], (selector, box)
+    assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
+
+
+def _choose_a_rate_limit(page, name: str, viewport) -> None:
+    """On the form the http handler chose: the target's rate limit, refused once (removed while
+    the form was open), then saved; the job page says it, and why its run over it waits."""
+    from executions.models import Execution
+    from jobs.models import Job
+    from pools import rate_limits
+
+    limit = page.locator("select[name=rateLimit]")
+    assert limit.locator("option").all_inner_texts() == ["None — the handler's own", "payments (10/s, burst 1)"]
+    page.fill("input[name=name]", f"charge cards {name}")
+    page.fill("input[name=runAt]", (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    page.fill("textarea[name=payload]", '{"url": "https://example.com/charge"}')
+    limit.select_option("payments")
+    rate_limits.remove(name="payments")
+    page.click("[data-testid=submit-job]")
+    error = page.locator('[data-error-for="rateLimit"]')
+    assert error.inner_text() == 'unknown rate limit "payments"; known: none is defined (manage.py rate_limit set)'
+    _within(page, '[data-error-for="rateLimit"]', viewport)
+    page.screenshot(path=str(SCREENSHOTS / f"rate-limit-error-{name}.png"), full_page=True)
+
+    rate_limits.define(name="payments", per_second=10, burst=1)
+    page.click("[data-testid=submit-job]")
+    page.wait_for_url("**/dashboard/jobs/*/")
+    assert page.inner_text("[data-testid=job-rate-limit]") == "payments (10/s, burst 1)"
+    turn = datetime.now(UTC) + timedelta(minutes=5)  # as a claim gives one: due at its turn
+    Execution.objects.filter(job=Job.objects.get(name=f"charge cards {name}")).update(
+        available_at=turn, rate_turn_at=turn
+    )
+    page.reload()
+    reason = page.locator("[data-testid=pending-reason]")
+    assert reason.inner_text().startswith("RATE_LIMITED rate limit payments (10/s, burst 1) is reached")
+    _within(page, "[data-testid=pending-reason] .clamp", viewport)
+    page.screenshot(path=str(SCREENSHOTS / f"rate-limit-job-{name}.png"), full_page=True)
