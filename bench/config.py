@@ -24,7 +24,9 @@ DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/postgres"  # any data
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/6"
 
 
-STAGES = ("statements", "dispatch", "cron", "http", "e2e", "lag", "workflows", "fairness", "retention")
+STAGES = (
+    "statements", "dispatch", "cron", "http", "e2e", "lag", "workflows", "fairness", "ratelimit", "retention",
+)  # fmt: skip
 
 
 def log(message: str) -> None:

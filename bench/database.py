@@ -12,10 +12,11 @@ from bench.config import NOTIFY_CHANNEL
 # the LATERAL depend on g, so random() is drawn per row.)
 _JOBS_AND_EXECUTIONS = """
 WITH j AS (
-    INSERT INTO jobs_job (id, tenant_id, name, type, run_at, schedule, timezone, pool, handler, payload,
-        max_attempts, backoff, initial_delay_ms, max_delay_ms, jitter, timeout_sec, priority, misfire_policy,
+    INSERT INTO jobs_job (id, tenant_id, name, type, run_at, schedule, timezone, pool, handler, rate_limit,
+        payload, max_attempts, backoff, initial_delay_ms, max_delay_ms, jitter, timeout_sec, priority, misfire_policy,
         concurrency_policy, state, next_fire_at, request_fingerprint, event_name, created_at, updated_at)
-    SELECT gen_random_uuid(), %(tenant)s, 'bench ' || g, 'ONCE', t.at, '', 'UTC', 'default', 'noop', '{}',
+    SELECT gen_random_uuid(), %(tenant)s, 'bench ' || g, 'ONCE', t.at, '', 'UTC', 'default', 'noop',
+        %(rate_limit)s, '{}',
         3, 'EXPONENTIAL', 1000, 60000, true, 3600,
         COALESCE(%(priority)s, CASE WHEN g %% 10 = 0 THEN 0 WHEN g %% 10 = 5 THEN 2 ELSE 1 END),
         'RUN_ONCE', 'ALLOW', 'ACTIVE', t.at, '', '', %(now)s, %(now)s
@@ -97,13 +98,17 @@ class Database:
         chunk: int = 50_000,
         notify: bool = False,
         priority: int | None = None,
+        rate_limit: str | None = None,
     ) -> None:
         """`count` one-off noop jobs due in [start, start + span), committed together; `notify`
         wakes the dispatchers as scheduling.job_creation does. `priority`: all of that one (else
-        one in ten HIGH and one in ten LOW)."""
+        one in ten HIGH and one in ten LOW). `rate_limit`: the limit their target names."""
         now = datetime.now(UTC)
         if count == 1 and notify:  # autocommit: one statement, one round trip
-            params = {"tenant": tenant, "count": 1, "start": start, "span": span, "now": now, "priority": priority}
+            params = {
+                "tenant": tenant, "count": 1, "start": start, "span": span, "now": now, "priority": priority,
+                "rate_limit": rate_limit,
+            }  # fmt: skip
             self.conn.execute(INSERT_AND_NOTIFY_SQL, {**params, "channel": NOTIFY_CHANNEL})
             return
         with self.conn.transaction():
@@ -114,10 +119,45 @@ class Database:
                     "start": start,
                     "span": span,
                     "priority": priority,
+                    "rate_limit": rate_limit,
                 }
                 self.conn.execute(INSERT_SQL, {**params, "now": now})
             if notify:
                 self.conn.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, start.isoformat()])
+
+    def copy_tenant(self, source: "Database", tenant: int) -> None:
+        """`source`'s jobs, executions and events of `tenant` (the same id here), copied row for
+        row but for the events' serial ids."""
+        events = "execution_id IN (SELECT id FROM executions_execution WHERE tenant_id = %s)"
+        tables = (("jobs_job", "tenant_id = %s"), ("executions_execution", "tenant_id = %s"),
+                  ("executions_executionevent", events))  # fmt: skip
+        with self.conn.transaction():
+            for table, where in tables:
+                columns = ", ".join(
+                    column
+                    for (column,) in source.conn.execute(
+                        "SELECT column_name FROM information_schema.columns WHERE table_name = %s"
+                        " AND NOT (table_name = 'executions_executionevent' AND column_name = 'id')"
+                        " ORDER BY ordinal_position",
+                        [table],
+                    )
+                )
+                query = f"COPY (SELECT {columns} FROM {table} WHERE {where}) TO STDOUT (FORMAT BINARY)"
+                with (
+                    source.conn.cursor().copy(query, [tenant]) as out,
+                    self.conn.cursor().copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as into,
+                ):
+                    for data in out:
+                        into.write(data)
+
+    def define_rate_limit(self, name: str, per_second: float, burst: int) -> None:
+        """The named rate limit `name` (pools.models.RateLimit), its clocks at zero."""
+        self.conn.execute(
+            "INSERT INTO pools_ratelimit (name, per_second, burst, admit_tat, start_tat, updated_at)"
+            " VALUES (%s, %s, %s, 0, 0, now()) ON CONFLICT (name) DO UPDATE"
+            " SET per_second = excluded.per_second, burst = excluded.burst, admit_tat = 0, start_tat = 0",
+            [name, per_second, burst],
+        )
 
     def capacity(self, slots: int) -> None:
         """A worker registered as live now with `slots` slots, for the stages that dispatch with
@@ -130,6 +170,13 @@ class Database:
                 " VALUES ('bench-capacity', 0, '[]', '[\"default\"]', %s, 0, 0, 0, now(), now())",
                 [slots],
             )
+
+    def cancel_due(self) -> None:
+        """What is PENDING and due now, out of the way (bookkeeping, not a transition)."""
+        self.conn.execute(
+            "UPDATE executions_execution SET state = 'CANCELLED', finished_at = now(), updated_at = now()"
+            " WHERE state = 'PENDING' AND available_at <= now()"
+        )
 
     def vacuum(self) -> None:
         for table in ("jobs_job", "executions_execution", "executions_executionevent"):

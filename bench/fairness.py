@@ -124,12 +124,13 @@ class Fairness:
             self.db.conn.execute("UPDATE tenants_tenant SET weight = %s WHERE id = ANY(%s)", [weight, ids])
         return ids
 
-    def backlog(self, tenants: list[int], per_tenant: int) -> datetime:
+    def backlog(self, tenants: list[int], per_tenant: int, *, rate_limit: str | None = None) -> datetime:
         """`per_tenant` NORMAL noop jobs of each tenant, all due at one instant: made for later,
-        then moved to now in one statement, so that admission sees the whole herd at once."""
+        then moved to now in one statement, so that admission sees the whole herd at once.
+        `rate_limit`: the named limit their target names (the ratelimit stage's)."""
         later = datetime.now(UTC) + timedelta(days=1)
         for tenant in tenants:
-            self.db.insert(tenant=tenant, count=per_tenant, start=later, span=0, priority=1)
+            self.db.insert(tenant=tenant, count=per_tenant, start=later, span=0, priority=1, rate_limit=rate_limit)
         at = datetime.now(UTC)
         self.db.conn.execute(
             "UPDATE executions_execution SET scheduled_for = %s, available_at = %s"

@@ -57,7 +57,7 @@ def print_table(figures: list[Figure]) -> None:
 
 def _fmt(value: float, unit: str) -> str:
     if unit == "/s":
-        return f"{value:,.0f}/s"
+        return f"{value:,.0f}/s" if value >= 100 else f"{value:.2f}/s"  # a rate limit's few a second
     if unit == "ms":
         return f"{value:.3f} ms" if value < 10 else f"{value:,.1f} ms"
     return f"{value:g}{unit}"

@@ -1,5 +1,5 @@
-"""The benchmark's stages: the scheduling statements, dispatch throughput, end to end and the
-due → start lag, each beside a baseline measured in the same run."""
+"""The benchmark's stages: dispatch throughput, end to end and the due → start lag, each beside a
+baseline measured in the same run, and the order of the others (bench/statements.py first)."""
 
 import sys
 import time
@@ -15,28 +15,11 @@ from bench.database import Database
 from bench.fairness import Fairness
 from bench.processes import CpuMeter, Processes, wait_for
 from bench.procrastinate_baseline import Procrastinate
+from bench.ratelimit import RateLimits
 from bench.results import Figure, median, percentile
 from bench.retention import Retention
+from bench.statements import Statements
 from bench.workflows import Workflows
-
-
-def capture(call: Callable[[], object]) -> list[tuple[str, list]]:
-    """The statements (not savepoints) that `call` sends, with their parameters. Whatever `call`
-    changed is rolled back."""
-    from django.db import connection, transaction
-
-    seen: list[tuple[str, list]] = []
-
-    def record(execute, sql, params, many, context):
-        if not sql.lstrip().upper().startswith(("SAVEPOINT", "RELEASE", "ROLLBACK")):
-            seen.append((sql, list(params or [])))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(record), transaction.atomic():
-        call()
-        transaction.set_rollback(True)
-    return seen
-
 
 # --- The benchmark ----------------------------------------------------------------------------------
 
@@ -79,7 +62,7 @@ class Bench:
         cfg = self.cfg
         self.fill()
         if "statements" in cfg.stages:
-            self.statements()
+            Statements(self).run()
         if not cfg.keep:
             self.small.drop()
         if "dispatch" in cfg.stages:
@@ -89,7 +72,10 @@ class Bench:
         if "http" in cfg.stages:
             Creation(self).run()
             self.procs.stop_all()
-        if {"e2e", "lag", "workflows", "fairness"} & set(cfg.stages):
+        if {"e2e", "lag", "workflows", "fairness", "ratelimit"} & set(cfg.stages):
+            # Without the dispatch stage the statements' due set is still due: the workers would
+            # run it first, under the rounds' and the rate limit's figures.
+            self.db.cancel_due()
             # The dispatch rounds left ~100k dead row versions: vacuum now, or autovacuum would
             # do it during the Tickwork rounds only (the baseline does not touch PostgreSQL).
             self.db.vacuum()
@@ -112,6 +98,8 @@ class Bench:
                 Workflows(self).run()
             if "fairness" in cfg.stages:
                 Fairness(self).run()
+            if "ratelimit" in cfg.stages:
+                RateLimits(self).run()
         if "retention" in cfg.stages:
             Retention(self).run()  # last: it leaves the retention window's rows behind
 
@@ -122,107 +110,19 @@ class Bench:
         cfg, now = self.cfg, datetime.now(UTC)
         small = max(cfg.pending // 10, 1)
         due = cfg.due if {"statements", "dispatch"} & set(cfg.stages) else 0
-        for db, count in ((self.small, small), (self.db, cfg.pending)):
+        for db, count in ((self.db, cfg.pending), (self.small, small)):
             log(f"{db.name}: filling {count:,} future and {due:,} due executions")
             began = time.perf_counter()
             db.insert(tenant=db.tenant("bench-fill"), count=count, start=now + timedelta(hours=1), span=30 * 86400)
-            if due:
+            if due and db is self.db:
                 db.insert(tenant=db.tenant("bench-due-0"), count=due, start=now - timedelta(seconds=120), span=60)
+            elif due:
+                # The full one's, row for row: a claim captured on one chooses the same rows on
+                # the other, so its statements (ids and all) are timed as they are on both.
+                db.copy_tenant(self.db, db.tenant("bench-due-0"))
             db.vacuum()
             log(f"  {time.perf_counter() - began:.1f}s; {db.pending():,} pending")
         self.info["pending_small"] = small
-
-    # 1. The scheduling statements, at the full backlog and at a tenth of it.
-
-    def statements(self) -> None:
-        """Each statement of the dispatcher's loop exactly as the store sends it (captured
-        from the code, parameters and all), timed on both databases in turn, each run in a
-        transaction that is rolled back; medians."""
-        import psycopg
-        from django.conf import settings
-
-        from scheduling import admission
-        from store import store
-
-        grace = timedelta(seconds=settings.TICKWORK_PUBLISH_GRACE_SECONDS)
-        earliest = min(
-            db.scalar("SELECT min(available_at) FROM executions_execution WHERE state = 'PENDING'")
-            for db in (self.db, self.small)
-        )
-
-        # The claim last: each rolled-back run leaves a batch of dead row versions behind it.
-        # A claim is a few statements (scheduling/admission.py): the claim lock, the live workers'
-        # slots, what is admitted, the tenants' limits, the pool's due work (and, as here where
-        # more is due than one claim takes, the tenants' fair order), then the UPDATE of the rows
-        # taken (their ids, one array parameter, come from the SELECT before it on each database).
-        def claim(now: datetime) -> object:
-            return admission.claim(
-                now=now, limit=self.batch, publish_grace=grace, limit_of=lambda pool, load: load.slots
-            )
-
-        for db in (self.db, self.small):
-            db.capacity(10 * self.batch)  # slots enough: the claim is limited by its batch
-        statements = {
-            "empty poll": capture(lambda: claim(earliest - timedelta(seconds=1))),
-            "next-due peek": capture(lambda: store().next_due_at(after=datetime.now(UTC))),
-            "claim": capture(lambda: claim(datetime.now(UTC))),
-        }
-        self.info["statements"] = {name: [sql for sql, _ in steps] for name, steps in statements.items()}
-        # As Store.fetch runs them: prepared, with server-side parameters, when the
-        # settings allow it (DATABASE_PREPARED_STATEMENTS); else bound on the client, as Django does.
-        prepared = settings.DATABASES["default"].get("OPTIONS", {}).get("prepare_threshold") is not None
-        self.info["statements_prepared"] = prepared
-        conns = {
-            which: psycopg.connect(
-                db.url, autocommit=True, cursor_factory=psycopg.Cursor if prepared else psycopg.ClientCursor
-            )
-            for which, db in (("full", self.db), ("small", self.small))
-        }
-        small = self.info["pending_small"]
-        try:
-            for name, steps in statements.items():
-                runs = self.cfg.statement_runs if name != "claim" else max(10, self.cfg.statement_runs // 10)
-                samples: dict[str, list[float]] = {"full": [], "small": []}
-                rows = {}
-                for i in range(runs):
-                    for which in ("full", "small") if i % 2 else ("small", "full"):
-                        conn = conns[which]
-                        with conn.transaction(force_rollback=True), conn.cursor() as cursor:
-                            started = time.perf_counter()
-                            # The executions chosen on this database: what the pool's walk
-                            # found, or (contended) what the fair order fetched, tenant by tenant.
-                            walked: list = []
-                            fetched: list = []
-                            for sql, params in steps:
-                                if sql.startswith("WITH moved AS (UPDATE executions_execution"):
-                                    ids = fetched or walked
-                                    params = [ids if isinstance(p, list) else p for p in params]
-                                cursor.execute(sql, params, prepare=prepared)
-                                result = cursor.fetchall() if cursor.description else []
-                                if result and isinstance(result[0][0], uuid.UUID):
-                                    chosen = [row[0] for row in result]
-                                    fetched, walked = (
-                                        (fetched + chosen, walked)
-                                        if "q(tenant_id, quota)" in sql
-                                        else (fetched, chosen)
-                                    )
-                            rows[which] = len(fetched or walked)
-                            samples[which].append((time.perf_counter() - started) * 1000)
-                value, base = median(samples["full"]), median(samples["small"])
-                log(f"  {name}: {value:.3f} ms at {self.cfg.pending:,}, {base:.3f} ms at {small:,}; rows {rows}")
-                ok = value <= 1.3 * base
-                target = "≤ 1.3x baseline"
-                if name == "empty poll":
-                    ok = ok and value <= 1.0
-                    target += ", ≤ 1 ms"
-                label = f"{name} ({self.batch})" if name == "claim" else name
-                self.figures.append(
-                    Figure(f"{label} @ {self.cfg.pending:,}", "ms", value, base, f"@ {small:,}", target, ok, samples)
-                )
-        finally:
-            for conn in conns.values():
-                conn.close()
-            self.db.capacity(0)
 
     # 2. Dispatch throughput: due executions claimed and on the broker, against apply_async.
 
