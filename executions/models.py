@@ -135,6 +135,13 @@ class Execution(models.Model):
                 condition=Q(state="PENDING"),
                 name="execution_due_tenant",
             ),
+            # The executions whose rate-limit turn has come, each claim's first read of a pool where
+            # limits are defined (scheduling/rate_limiting.py): only those holding turns are in it.
+            models.Index(
+                fields=["pool", "rate_turn_at"],
+                condition=Q(state="PENDING", rate_turn_at__isnull=False),
+                name="execution_turn",
+            ),
             models.Index(fields=["lease_expires_at"], condition=Q(state="RUNNING"), name="execution_lease"),
             models.Index(fields=["timeout_at"], condition=Q(state="RUNNING"), name="execution_timeout"),
             models.Index(fields=["republish_at"], condition=Q(state="QUEUED"), name="execution_republish"),

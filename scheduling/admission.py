@@ -95,6 +95,13 @@ def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
         # Walked again while the rate limits give turns instead of admitting (scheduling/rate_limiting.py);
         # what a walk chose is still PENDING until the claim queues it, and is read past.
         picked: dict[int, set] = defaultdict(set)
+        turns = limiter.turns_due(
+            pool, room=min(room, limit - len(admission.chosen)), tenant_load=tenant_load, caps=caps
+        )
+        admission.chosen += turns
+        room -= len(turns)
+        for row in turns:
+            picked[row[2]].add(row[0])
         for _ in range(WALKS):
             free = min(room, limit - len(admission.chosen))
             before = sum(len(ids) for ids in picked.values())

@@ -6,13 +6,15 @@ that conforms is admitted; one over the limit is not, and is given its turn inst
 it will conform, counted now), waiting PENDING until then with `pendingReason` RATE_LIMITED. At
 its turn it is due again and admitted without being counted again. So turns are handed out in
 the claim's fair order, and a backlog over a limit leaves the pool's walk at once rather than
-standing at its head: the claim walks the pool again for the work behind it (`WALKS`).
+standing at its head: the claim walks the pool again for the work behind it (`WALKS`). Before
+its walk, a claim admits what holds a turn that has come (`turns_due`).
 
 The claim paces admission; the worker's start is the exact guard (worker/rate_gate.py), so that
 a broker or a worker that delivers late never bunches starts past the limit.
 """
 
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -62,6 +64,20 @@ class Limiter:
         store().give_turns(turns)
         self.turned += len(turns)
         return admitted, len(turns)
+
+    def turns_due(self, pool: str, *, room: int, tenant_load: Counter[int], caps: dict[int, int]) -> list[DueRow]:
+        """The executions of `pool` whose turns have come, up to `room`, within their tenants'
+        concurrency limits: admitted first, before the pool's walk. Turns are given ahead, to a
+        backlog in due order: walked with it, they would wait behind what has no turn yet (the
+        whole backlog over the limit) and start late, all at once."""
+        if room <= 0 or not self._read():
+            return []
+        taken = []
+        for row in store().turns_due(pool=pool, now=self.now, limit=room):
+            if row[2] not in caps or tenant_load[row[2]] < caps[row[2]]:
+                taken.append(row)
+                tenant_load[row[2]] += 1
+        return taken
 
     def save(self) -> None:
         """The clocks of the limits this claim counted against (in the claim's transaction)."""

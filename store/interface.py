@@ -388,6 +388,12 @@ class Store(abc.ABC):
         ...
 
     @abc.abstractmethod
+    def turns_due(self, *, pool: str, now: datetime, limit: int) -> list[DueRow]:
+        """Up to `limit` executions of active jobs in `pool` whose rate-limit turn has come, the
+        earliest turn first."""
+        ...
+
+    @abc.abstractmethod
     def give_turns(self, turns: Mapping[Any, datetime]) -> int:
         """The PENDING executions of `turns` wait for their turns: due then, holding them."""
         ...

@@ -12,7 +12,11 @@ from django.db.models.functions import Greatest
 from pools.models import RateLimit
 from pools.rate_limits import Limit
 from store import tables
+from store.rows import DueRow, due_row
 from store.tables import PENDING
+
+# The job types whose fires make their successors (store/queries.py's RECURS).
+RECURRING = ["CRON", "INTERVAL"]
 
 
 class LimitFacts(NamedTuple):
@@ -45,6 +49,22 @@ class RateLimitOperations:
             .values_list("id", "job__rate_limit", "job__handler", "run_id", "step", "rate_turn_at")
         )
         return [LimitFacts(*row) for row in rows]
+
+    def turns_due(self, *, pool: str, now: datetime, limit: int) -> list[DueRow]:
+        """Up to `limit` executions of active jobs in `pool` whose rate-limit turn has come, the
+        earliest turn first (the partial index execution_turn: only rows holding turns)."""
+        if limit <= 0:
+            return []
+        rows = (
+            tables.execution()
+            ._default_manager.filter(
+                state=PENDING, pool=pool, rate_turn_at__isnull=False, rate_turn_at__lte=now, job__state="ACTIVE"
+            )
+            .annotate(cron=Case(When(job__type__in=RECURRING, then=Value(True)), default=Value(False)))
+            .order_by("rate_turn_at")
+            .values_list("id", "cron", "tenant_id", "priority")[:limit]
+        )
+        return [due_row(row) for row in rows]
 
     def give_turns(self, turns: Mapping[Any, datetime]) -> int:
         """The PENDING executions of `turns` wait for their turns: due then, holding them."""

@@ -15,4 +15,8 @@ class Migration(migrations.Migration):
             name='rate_turn_at',
             field=models.DateTimeField(blank=True, null=True),
         ),
+        migrations.AddIndex(
+            model_name='execution',
+            index=models.Index(condition=models.Q(('rate_turn_at__isnull', False), ('state', 'PENDING')), fields=['pool', 'rate_turn_at'], name='execution_turn'),
+        ),
     ]

@@ -101,6 +101,27 @@ def test_a_claim_admits_what_the_limit_allows_and_gives_the_rest_their_turns(db,
     assert not Execution.objects.filter(job__in=jobs, rate_turn_at__isnull=False).exists()
 
 
+def test_a_turn_that_has_come_is_admitted_before_a_backlog_still_without_turns(db, tenant, make_job):
+    """A backlog larger than a claim gives turns to: the next claim admits the run whose turn has
+    come first, not the backlog in front of it in due order (it used to wait until the whole
+    backlog had turns, and then start late, all at once)."""
+    rate_limits.define(name="payments", per_second=10, burst=1)
+    now = timezone.now()
+    _limited_jobs(make_job, tenant, 60, now)
+    later = now + timedelta(seconds=1)
+    _, (first,) = dispatch(later, slots=2)
+    assert Execution.objects.filter(state="PENDING", rate_turn_at__isnull=True).count() > 0  # a backlog is left
+    start(first.execution_id, now=later)
+    succeed(first.execution_id, now=later)
+
+    come = Execution.objects.exclude(rate_turn_at=None).order_by("rate_turn_at").first()
+    assert come.rate_turn_at == later + timedelta(seconds=0.1)
+
+    _, sent = dispatch(later + timedelta(seconds=0.15), slots=2)
+
+    assert [str(d.execution_id) for d in sent] == [str(come.pk)]
+
+
 def test_a_handler_declares_its_limit_and_a_target_names_another(db, tenant, make_job):
     rate_limits.define(name="payments", per_second=1, burst=1)
     rate_limits.define(name="bulk", per_second=1000, burst=100)
@@ -159,6 +180,7 @@ def test_the_start_waits_for_its_turn_and_starts_at_it(db, tenant, make_job, mon
     clock = {"now": now + timedelta(seconds=2)}
     slept = []
     monkeypatch.setattr(rate_gate, "db_now", lambda: clock["now"])
+    monkeypatch.setattr(rate_gate.time, "monotonic", lambda: clock["now"].timestamp())
 
     def sleep(seconds):
         slept.append(seconds)

@@ -450,6 +450,27 @@ def test_give_turns_makes_pending_executions_due_at_their_turns_and_queue_uses_t
     assert Execution.objects.get(pk=second.pk).rate_turn_at == now + timedelta(seconds=2)
 
 
+def test_turns_due_are_the_pools_executions_whose_turns_have_come_earliest_first(tenant, make_job, now):
+    late, early, ahead, other_pool, paused = (_execution(make_job, tenant, now) for _ in range(5))
+    store().give_turns(
+        {
+            late.pk: now - timedelta(seconds=1),
+            early.pk: now - timedelta(seconds=2),
+            ahead.pk: now + timedelta(seconds=1),
+            other_pool.pk: now,
+            paused.pk: now,
+        }
+    )
+    Execution.objects.filter(pk=other_pool.pk).update(pool="etl")
+    Job.objects.filter(pk=paused.job_id).update(state="PAUSED")
+
+    rows = store().turns_due(pool="default", now=now, limit=10)
+
+    assert rows == [(early.pk, False, tenant.pk, early.priority), (late.pk, False, tenant.pk, late.priority)]
+    assert store().turns_due(pool="default", now=now, limit=1) == rows[:1]
+    assert store().turns_due(pool="default", now=now, limit=0) == []
+
+
 def test_take_start_counts_a_conforming_start_and_says_when_the_next_conforms():
     RateLimit.objects.create(name="payments", per_second=4, burst=2)
 
