@@ -18,7 +18,12 @@ hooks name it so; a negative one is left as generated.
   `catchupWindowSec` and `pauseAfterFailures` for CRON and INTERVAL jobs, `filter`, `debounceSec`
   and `debounceMaxSec` for EVENT jobs. Rules between fields that the schema cannot state, and that
   one in every few of a bulk body's items would break, refusing the whole batch: a valid body
-  leaves out what its type does not take."""
+  leaves out what its type does not take.
+- A target's `handler`, `pool` and `rateLimit` name what this server runs and its operator
+  defined (strings in the schema: they differ between servers), so a generated one is almost never
+  known, and one bulk item in a few would refuse the batch: a valid target names `noop` (it takes
+  any payload) unless it names another built-in handler, the pool `default`, and the limit
+  tests_schema/seed.py defines, RATE_LIMIT."""
 
 import os
 import zoneinfo
@@ -27,6 +32,8 @@ import schemathesis
 from schemathesis import GenerationMode
 
 TENANT = os.environ.get("TICKWORK_SCHEMATHESIS_TENANT", "")
+RATE_LIMIT = "schemathesis"
+BUILT_IN_HANDLERS = {"noop", "sleep", "fail", "http", "celery"}
 ZONES = zoneinfo.available_timezones()
 # The fields only some types take (web/api/job_serializers.py refuses them on the others).
 ONLY_FOR = {
@@ -56,6 +63,16 @@ def map_case(context, case):
         for name, types in ONLY_FOR.items():
             if item.get("type") not in types:
                 item.pop(name, None)
+        steps = (item.get("workflow") or {}).get("steps") if isinstance(item.get("workflow"), dict) else None
+        for target in [item.get("target"), *(step.get("target") for step in steps or [] if isinstance(step, dict))]:
+            if not isinstance(target, dict):
+                continue
+            if isinstance(target.get("handler"), str) and target["handler"] not in BUILT_IN_HANDLERS:
+                target["handler"] = "noop"
+            if isinstance(target.get("pool"), str):
+                target["pool"] = "default"
+            if isinstance(target.get("rateLimit"), str):
+                target["rateLimit"] = RATE_LIMIT
     query = case.query
     if isinstance(query, dict) and isinstance(query.get("timezone"), str) and query["timezone"] not in ZONES:
         query["timezone"] = "UTC"

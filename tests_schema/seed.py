@@ -14,7 +14,9 @@ from rest_framework.test import APIClient
 from executions import transitions
 from executions.models import Execution
 from executions.states import ExecutionState as S
+from pools import rate_limits
 from testing.steps import alerter_pass
+from tests_schema.hooks import RATE_LIMIT  # the limit the generated valid bodies name
 
 TARGET = {"handler": "noop"}
 STEPS = [
@@ -27,7 +29,7 @@ JOBS: dict[str, dict[str, Any]] = {
     "delayed": {"type": "DELAYED", "delaySec": 86400, "target": {"handler": "sleep"}, "payload": {"seconds": 1}},
     "cron": {"type": "CRON", "schedule": "*/5 * * * *", "timezone": "Europe/London", "target": TARGET},
     "hashed cron": {"type": "CRON", "schedule": "H H(0-5) * * *", "target": TARGET, "priority": "HIGH"},
-    "interval": {"type": "INTERVAL", "everySec": 900, "target": TARGET},
+    "interval": {"type": "INTERVAL", "everySec": 900, "target": {**TARGET, "rateLimit": RATE_LIMIT}},
     "event": {"type": "EVENT", "on": "invoice.paid", "filter": {"currency": "EUR"}, "target": TARGET},
     "cron workflow": {"type": "CRON", "schedule": "0 2 * * *", "workflow": {"steps": STEPS}},
     "event workflow": {"type": "EVENT", "on": "order.created", "workflow": {"steps": STEPS}},
@@ -49,6 +51,7 @@ def seed(token: str) -> dict[str, list[str]]:
         assert response.status_code == status, (path, body, response.content)
         return response.json()
 
+    rate_limits.define(name=RATE_LIMIT, per_second=100)
     jobs = {name: post("/v1/jobs", {"name": f"seeded {name}", **body}) for name, body in JOBS.items()}
     made["job_id"] += [job["jobId"] for job in jobs.values()]
     cron_id = jobs["cron"]["jobId"]
