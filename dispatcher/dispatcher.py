@@ -11,7 +11,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import NamedTuple, Self
@@ -113,10 +113,12 @@ def run_once(
     limit: int | None = None,
     config: DispatcherSettings | None = None,
     buffer: BrokerBuffer | None = None,
+    clock: Callable[[], datetime] | None = None,
 ) -> DispatchResult:
     """Admit up to `limit` due executions (by capacity and fair share, scheduling/admission.py)
     and hand them to their pools after commit. `buffer` is the dispatcher's memory of how much
-    each pool needs waiting on the broker (a new one starts from the floor).
+    each pool needs waiting on the broker (a new one starts from the floor). `clock` (the
+    database's, when serving) stamps what is queued once the claim lock is held; else `now` does.
 
     In the same transaction, every claimed cron fire materialises the job's next fire (so a
     crash can lose neither), after applying the job's misfire and concurrency policies.
@@ -133,7 +135,7 @@ def run_once(
         # Buffered fires whose run in progress ended start now: this claim takes them.
         result.released = release_buffered(now=now)
         claimed, cron_job_ids, admission = claim(
-            now=now, limit=limit, publish_grace=config.publish_grace, limit_of=buffer.limit
+            now=now, limit=limit, publish_grace=config.publish_grace, limit_of=buffer.limit, clock=clock
         )
         spans = tracing.dispatching(claimed, began_ns=began)
         buffer.claimed(admission.held_back)
@@ -179,7 +181,7 @@ def serve(*, stop: StopFlag, publisher: Publisher, config: DispatcherSettings | 
             stop.event.wait(last["at"] + config.claim_spacing - time.monotonic())
         close_old_connections()
         last["at"], now = time.monotonic(), db_now()
-        result = run_once(now=now, publisher=publisher, config=config, buffer=buffer)
+        result = run_once(now=now, publisher=publisher, config=config, buffer=buffer, clock=db_now)
         last["full"] = result.claimed >= config.batch
         if result.claimed:
             logger.info("dispatched %d (claimed %d, skipped %d)", result.published, result.claimed, result.skipped)

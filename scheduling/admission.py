@@ -134,7 +134,14 @@ class Claimed(NamedTuple):
     admission: Admission  # the pools as the claim found them, and which left due work waiting
 
 
-def claim(*, now: datetime, limit: int, publish_grace: timedelta, limit_of: LimitOf) -> Claimed:
+def claim(
+    *,
+    now: datetime,
+    limit: int,
+    publish_grace: timedelta,
+    limit_of: LimitOf,
+    clock: Callable[[], datetime] | None = None,
+) -> Claimed:
     """The dispatcher's claim: PENDING → QUEUED for the due executions `choose` admits (at most
     `limit`), through the named transition `queue_many`, in the order to publish. Call inside the
     transaction that publishes after commit: it holds the claim lock and the rows' locks."""
@@ -142,7 +149,11 @@ def claim(*, now: datetime, limit: int, publish_grace: timedelta, limit_of: Limi
     if not admission.chosen:
         return Claimed([], set(), admission)
     order = {row[0]: position for position, row in enumerate(admission.chosen)}
-    moved = transitions.queue_many(list(order), now=now, publish_grace=publish_grace)
+    # Queued as of `clock()` once the claim lock is held: `now` was read before the claim waited
+    # for it, and a run admitted for a slot that freed meanwhile would say it was queued before
+    # that slot freed. Without a clock (a test's injected time), as of `now`.
+    stamp = max(now, clock()) if clock is not None else now
+    moved = transitions.queue_many(list(order), now=stamp, publish_grace=publish_grace)
     moved.sort(key=lambda m: order[m.id])
     cron = {row[0] for row in admission.chosen if row[1]}
     return Claimed(moved, {m.job_id for m in moved if m.id in cron}, admission)

@@ -4,8 +4,11 @@ misfire and concurrency policies, and what a job's state does as its executions 
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.test import TestCase
 from django.utils import timezone
 
+from background.publisher import InMemoryPublisher
+from dispatcher import dispatcher
 from executions.models import Execution
 from executions.states import InvalidTransition
 from jobs import cron
@@ -14,7 +17,7 @@ from jobs.models import Job, Priority
 from scheduling.execution_changes import execution_cancel
 from store import store
 from testing.harness import history
-from testing.steps import claim, dispatch, start, succeed
+from testing.steps import capacity, claim, dispatch, start, succeed
 from worker import runner
 
 pytestmark = pytest.mark.django_db
@@ -43,6 +46,24 @@ def test_claim_takes_due_executions_only_and_publishes_them_under_a_new_lease(te
     assert Execution.objects.get(job=later).state == "PENDING"
     assert Execution.objects.get(job=paused).state == "PENDING"
     assert claim(now) == []  # nothing is claimed twice
+
+
+def test_a_serving_dispatcher_stamps_what_it_queues_once_it_holds_the_claim_lock(tenant, make_job, now):
+    """`now` is read before the claim waits for the claim lock; the clock that serves the claim
+    stamps queuedAt (and the republish deadline) after it, never before `now`."""
+    due = make_job(tenant, run_at=now - timedelta(seconds=1))
+    waited = now + timedelta(milliseconds=150)
+
+    capacity(now, slots=10)
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        dispatcher.run_once(now=now, publisher=InMemoryPublisher(), clock=lambda: waited)
+
+    execution = Execution.objects.get(job=due)
+    assert execution.queued_at == waited and execution.republish_at > waited
+    earlier = make_job(tenant, run_at=now - timedelta(seconds=1))
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        dispatcher.run_once(now=now, publisher=InMemoryPublisher(), clock=lambda: now - timedelta(seconds=5))
+    assert Execution.objects.get(job=earlier).queued_at == now  # a clock behind `now` does not move it back
 
 
 def test_defect7_the_next_due_time_is_read_as_an_aware_time_the_dispatcher_can_compare(tenant, make_job, now):
