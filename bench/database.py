@@ -56,6 +56,7 @@ class Database:
     def __init__(self, admin_url: str, url: str, name: str) -> None:
         self.admin_url, self.url, self.name = admin_url, url, name
         self.conn = None
+        self.fleet = None  # the stand-in worker while one is registered (capacity)
 
     def create(self) -> None:
         import psycopg
@@ -72,6 +73,9 @@ class Database:
     def drop(self) -> None:
         import psycopg
 
+        if self.fleet is not None:  # its row goes with the database
+            self.fleet.stop()
+            self.fleet = None
         if self.conn is not None:
             self.conn.close()
             self.conn = None
@@ -160,16 +164,17 @@ class Database:
         )
 
     def capacity(self, slots: int) -> None:
-        """A worker registered as live now with `slots` slots, for the stages that dispatch with
-        no worker running (the statements, the dispatch round); 0 removes it."""
-        self.conn.execute("DELETE FROM pools_worker WHERE hostname = 'bench-capacity'")
+        """A worker registered as live with `slots` slots and kept live (bench/fleet.py), for the
+        stages that dispatch with no worker running (the statements, the dispatch round, the
+        cron stage); 0 removes it."""
+        from bench.fleet import HOSTNAME, StandIn
+
+        if self.fleet is not None:
+            self.fleet.stop()
+            self.fleet = None
+        self.conn.execute("DELETE FROM pools_worker WHERE hostname = %s", [HOSTNAME])
         if slots:
-            self.conn.execute(
-                "INSERT INTO pools_worker"
-                " (hostname, pid, pids, pools, slots, busy, processed, rate, started_at, last_seen_at)"
-                " VALUES ('bench-capacity', 0, '[]', '[\"default\"]', %s, 0, 0, 0, now(), now())",
-                [slots],
-            )
+            self.fleet = StandIn(self.url, slots).begin()
 
     def cancel_due(self) -> None:
         """What is PENDING and due now, out of the way (bookkeeping, not a transition)."""
