@@ -116,7 +116,9 @@ class Cron:
                 per = [ids[i % tenants] for i in range(count)]
                 self.insert(kind, per, ["0 0 * * *"] * count, [midnight] * count)
                 self.db.vacuum()
-                seconds, claimed = self.dispatch(now=midnight + timedelta(seconds=1), expect=count)
+                what = "cron fires (claim, publish, next fire)" if kind == "CRON" else "one-offs (claim, publish)"
+                with self.bench.cost.measure(f"midnight herd of {count:,}, {tenants} tenant(s): {what}", jobs=count):
+                    seconds, claimed = self.dispatch(now=midnight + timedelta(seconds=1), expect=count)
                 rates[kind] = claimed / seconds
                 if kind == "CRON":
                     fair.append(self.first_before_fifth(ids))

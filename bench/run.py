@@ -37,6 +37,7 @@ from bench.config import (
     log,
     parse_args,
 )
+from bench.cost import print_costs
 from bench.database import Database
 from bench.results import print_table
 from bench.stages import Bench
@@ -106,6 +107,9 @@ def main(argv: list[str]) -> int:
     )
     print()
     print_table(bench.figures)
+    if bench.cost.rows:
+        print()
+        print_costs(bench.cost.rows)
     results = {
         "config": asdict(cfg),
         "batch": bench.batch,
@@ -114,6 +118,7 @@ def main(argv: list[str]) -> int:
         "host": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "info": bench.info,
         "figures": [dict(asdict(f), ratio=f.ratio) for f in bench.figures],
+        "cost": bench.cost.rows,
         "passed": all(f.passed for f in bench.figures),
     }
     Path(cfg.json_path).write_text(json.dumps(results, indent=2, default=str) + "\n")

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.config import BASELINE_QUEUE, DEFAULT_TRANSPORT_QUEUE, FLEET_SLOTS, QUEUE, Config, log
+from bench.cost import Cost
 from bench.creation import Creation
 from bench.cron import Cron
 from bench.database import Database
@@ -33,6 +34,7 @@ class Bench:
         self.procs = Processes(env, log_dir)
         self.figures: list[Figure] = []
         self.info: dict = {}
+        self.cost = Cost(self)  # what a job writes, beside the figures (bench/cost.py)
 
     @property
     def batch(self) -> int:
@@ -136,7 +138,8 @@ class Bench:
                 start = datetime.now(UTC) - timedelta(seconds=120)
                 self.db.insert(tenant=self.db.tenant(f"bench-due-{r}"), count=cfg.due, start=start, span=60)
                 self.db.vacuum()
-            ours.append(self.dispatch_round())
+            with self.cost.measure(f"dispatch, round {r + 1} (claim and publish)", jobs=cfg.due):
+                ours.append(self.dispatch_round())
             theirs.append(self.apply_async_round())
             log(f"  round {r + 1}: dispatch {ours[-1]:,.0f}/s, apply_async loop {theirs[-1]:,.0f}/s")
         self.db.capacity(0)
@@ -174,10 +177,13 @@ class Bench:
         broker."""
         on_broker = self.queue_length(QUEUE)
         self.purge(QUEUE)
-        self.db.conn.execute(
-            "UPDATE executions_execution SET state = 'SUCCEEDED', republish_at = NULL, finished_at = now()"
-            " WHERE state = 'QUEUED'"
-        )
+        with self.db.conn.transaction():
+            xid = self.db.scalar("SELECT txid_current()")
+            done = self.db.conn.execute(
+                "UPDATE executions_execution SET state = 'SUCCEEDED', republish_at = NULL, finished_at = now()"
+                " WHERE state = 'QUEUED'"
+            ).rowcount
+        self.cost.set_aside(xid, done)  # the fleet's writes, not the dispatcher's
         return on_broker
 
     def apply_async_round(self) -> float:
@@ -222,7 +228,9 @@ class Bench:
         ours, default_transport, same_transport, theirs = [], [], [], []
         try:
             for r in range(cfg.rounds):
-                ours.append(self.tickwork_e2e_round(str(r), cfg.e2e))
+                # From the create to the recorded outcome: the whole of a job's writes.
+                with self.cost.measure(f"end to end, round {r + 1} (create to outcome)", jobs=cfg.e2e, others=True):
+                    ours.append(self.tickwork_e2e_round(str(r), cfg.e2e))
                 default_transport.append(self.celery_e2e_round(cfg.e2e, DEFAULT_TRANSPORT_QUEUE))
                 same_transport.append(self.celery_e2e_round(cfg.e2e, BASELINE_QUEUE))
                 theirs.append(procrastinate.round(cfg.e2e))
