@@ -21,9 +21,13 @@ from worker import rate_gate
 pytestmark = [pytest.mark.usefixtures("exact_admission"), pytest.mark.both_stores]
 
 
-@registry.register("test.rate-limited", rate_limit="payments")
-def _limited(ctx):
-    return None
+@pytest.fixture
+def limited_handler():
+    """A handler that declares the limit "payments", registered for the test only (the registry is
+    the process's: another test's `rate_limit list` would see it)."""
+    registry.register("test.rate-limited", rate_limit="payments")(lambda ctx: None)
+    yield "test.rate-limited"
+    registry._handlers.pop("test.rate-limited")
 
 
 # --- GCRA against a bucket of tokens ---------------------------------------------------------------
@@ -122,7 +126,7 @@ def test_a_turn_that_has_come_is_admitted_before_a_backlog_still_without_turns(d
     assert [str(d.execution_id) for d in sent] == [str(come.pk)]
 
 
-def test_a_handler_declares_its_limit_and_a_target_names_another(db, tenant, make_job):
+def test_a_handler_declares_its_limit_and_a_target_names_another(db, tenant, make_job, limited_handler):
     rate_limits.define(name="payments", per_second=1, burst=1)
     rate_limits.define(name="bulk", per_second=1000, burst=100)
     now = timezone.now()
@@ -146,7 +150,7 @@ def test_work_behind_a_limited_backlog_in_its_pool_is_admitted_in_the_same_claim
     assert {str(job.executions.get().pk) for job in plain} <= sent_ids and len(sent) == 3
 
 
-def test_a_limit_named_but_not_defined_holds_nothing(db, tenant, make_job):
+def test_a_limit_named_but_not_defined_holds_nothing(db, tenant, make_job, limited_handler):
     rate_limits.define(name="other", per_second=1)
     now = timezone.now()
     _limited_jobs(make_job, tenant, 3, now, rate_limit=None, handler="test.rate-limited")
