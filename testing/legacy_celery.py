@@ -92,7 +92,21 @@ class Legacy:
                  "--without-mingle", "--without-gossip", "-l", "INFO"],
                 cwd=home, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
-        wait_for(lambda: " ready." in self.log.read_text(), timeout=60, what="the legacy worker to be ready")
+        # Ready, or gone: a worker that exited (or never got ready) fails the test with its log,
+        # which the fixture's teardown would not print (CI saw one time out once, with no trace).
+        try:
+            wait_for(
+                lambda: " ready." in self.log.read_text() or self.process.poll() is not None,
+                timeout=60,
+                what="the legacy worker to be ready",
+            )
+        except AssertionError as timed_out:
+            self.stop()
+            raise AssertionError(f"{timed_out}; its log:\n{self.log.read_text()[-3000:]}") from None
+        if " ready." not in self.log.read_text():
+            raise AssertionError(
+                f"the legacy worker exited ({self.process.returncode}); its log:\n{self.log.read_text()[-3000:]}"
+            )
 
     def received(self) -> list[dict]:
         if not self.record.exists():
