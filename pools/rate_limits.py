@@ -19,7 +19,9 @@ import math
 import re
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from jobs import registry
 from pools.models import RateLimit
@@ -55,6 +57,11 @@ def reserve(limit: Limit, tat: float, at: float) -> tuple[float, float]:
     return when, max(tat, when) + limit.interval
 
 
+def name_of_step(target: Mapping[str, Any]) -> str:
+    """A workflow step's limit, from its target as its run keeps it (jobs/workflow.py)."""
+    return name_of(target.get("rate_limit"), target.get("handler", ""))
+
+
 def name_of(rate_limit: str | None, handler: str) -> str:
     """The limit an execution is held to: its target's `rateLimit`, else its handler's
     registration's (jobs/registry.py); "" for none."""
@@ -64,19 +71,31 @@ def name_of(rate_limit: str | None, handler: str) -> str:
     return spec.rate_limit if spec is not None else ""
 
 
-NAME_PATTERN = _NAME
 MAX_PER_SECOND = 1_000_000.0
+MAX_BURST = 1_000_000
+
+
+def problems(*, name: str, per_second: float, burst: int) -> dict[str, str]:
+    """What is wrong with a limit's definition, by field ({} when nothing is): the command's and
+    the admin's one check."""
+    found = {}
+    if not re.fullmatch(_NAME, name):
+        found["name"] = "is not a limit's name: letters, digits and . _ - (up to 64)"
+    if not (0 < per_second <= MAX_PER_SECOND) or math.isnan(per_second):
+        found["per_second"] = f"must be above 0 and at most {MAX_PER_SECOND:g}"
+    if not 1 <= burst <= MAX_BURST:
+        found["burst"] = f"must be from 1 to {MAX_BURST}"
+    return found
 
 
 def define(*, name: str, per_second: float, burst: int = 1) -> tuple[RateLimit, bool]:
     """Define the limit `name`, or change its rate and burst (its clocks go on as they are: a
-    change applies from the next start on). Returns it and whether it is new."""
-    if not re.fullmatch(_NAME, name):
-        raise ValueError(f"'{name}' is not a limit's name: letters, digits and . _ - (up to 64)")
-    if not (0 < per_second <= MAX_PER_SECOND) or math.isnan(per_second):
-        raise ValueError(f"--per-second must be above 0 and at most {MAX_PER_SECOND:g}")
-    if not 1 <= burst <= 1_000_000:
-        raise ValueError("--burst must be from 1 to 1000000")
+    change applies from the next start on). Returns it and whether it is new; ValueError naming
+    what is wrong (`problems`)."""
+    wrong = problems(name=name, per_second=per_second, burst=burst)
+    if wrong:
+        field, message = next(iter(wrong.items()))
+        raise ValueError(f"'{name}' {message}" if field == "name" else f"--{field.replace('_', '-')} {message}")
     limit, created = RateLimit.objects.update_or_create(name=name, defaults={"per_second": per_second, "burst": burst})
     definitions.forget()
     return limit, created

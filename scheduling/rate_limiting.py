@@ -116,6 +116,5 @@ def _names(facts: Any) -> dict[uuid.UUID, str]:
         if f.run_id is None:
             names[f.id] = rate_limits.name_of(f.rate_limit, f.handler)
         else:
-            target = steps.get((f.run_id, f.step)) or {}
-            names[f.id] = rate_limits.name_of(target.get("rate_limit"), target.get("handler", ""))
+            names[f.id] = rate_limits.name_of_step(steps.get((f.run_id, f.step)) or {})
     return names

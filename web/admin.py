@@ -5,7 +5,6 @@ admin shows): the saves and deletions through `Audited`'s log_* hooks, which the
 change's own transaction, and the actions through audit.services.audited, one row per object."""
 
 import functools
-import re
 from typing import Any
 
 import django.contrib.auth.admin  # registers User and Group, re-registered below with the audit
@@ -238,17 +237,12 @@ class RateLimitForm(forms.ModelForm):
             "burst": "Starts at once after a quiet spell (1: evenly spaced).",
         }
 
-    def clean_name(self) -> str:
-        name = self.cleaned_data["name"]
-        if not re.fullmatch(rate_limits.NAME_PATTERN, name):
-            raise forms.ValidationError("letters, digits and . _ - only (up to 64)")
-        return name
-
-    def clean_per_second(self) -> float:
-        value = self.cleaned_data["per_second"]
-        if not 0 < value <= rate_limits.MAX_PER_SECOND:
-            raise forms.ValidationError(f"above 0 and at most {rate_limits.MAX_PER_SECOND:g}")
-        return value
+    def clean(self) -> dict:
+        data = super().clean() or {}
+        if {"name", "per_second", "burst"} <= data.keys():  # each field parsed: the definition's own check
+            for field, message in rate_limits.problems(**{k: data[k] for k in ("name", "per_second", "burst")}).items():
+                self.add_error(field, message)
+        return data
 
 
 @admin.register(RateLimit)

@@ -66,5 +66,4 @@ def start(start_at: Callable[[datetime], Started | None], *, stopping: Callable[
 def _limit_name(started: Started) -> str:
     if started.run_id is None:
         return rate_limits.name_of(started.rate_limit, started.handler)
-    target = runs.step_spec(run_id=started.run_id, name=started.step).get("target") or {}
-    return rate_limits.name_of(target.get("rate_limit"), target.get("handler", ""))
+    return rate_limits.name_of_step(runs.step_spec(run_id=started.run_id, name=started.step).get("target") or {})
