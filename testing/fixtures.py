@@ -41,12 +41,20 @@ def _redis_broker_url() -> str:
 
 
 @pytest.fixture(autouse=True)
-def _audit_log_flushable(request):
-    """Lets a transactional test's database be emptied on SQLite. The audit log is append-only
-    (dashboard migration 0001's triggers refuse a DELETE) and Django empties SQLite tables with
-    DELETE, where PostgreSQL's TRUNCATE passes by row triggers. So after such a test, before the
-    flush (this fixture is set up after the database helper, so torn down before it), the log is
-    emptied with its DELETE trigger set aside for that one statement."""
+def _database_flushable(request):
+    """Lets a transactional test's database be emptied after it (this fixture is set up after the
+    database helper, so torn down before its flush).
+
+    SQLite: the audit log is append-only (dashboard migration 0001's triggers refuse a DELETE)
+    and Django empties SQLite tables with DELETE, where PostgreSQL's TRUNCATE passes by row
+    triggers; so the log is emptied with its DELETE trigger set aside for that one statement.
+
+    PostgreSQL: a test's own processes (a dispatcher, a worker) may still be running, and the
+    flush's one TRUNCATE locks every table in an order of its own (Django lists them from a set),
+    so it can close a cycle with a claim's transaction. PostgreSQL then ends whichever side's
+    `deadlock_timeout` (1 s) runs out first, and if that is the flush, the test errs and leaves its
+    rows to the next (CI saw it once). With the flush's timeout longer, the other side always
+    finds the cycle first, and its role retries its unit of work."""
     marker = request.node.get_closest_marker("django_db")
     transactional = (marker is not None and marker.kwargs.get("transaction")) or {
         "transactional_db",
@@ -60,14 +68,17 @@ def _audit_log_flushable(request):
     # The engine, not `connection.vendor`: a test may pose as SQLite on PostgreSQL by patching it.
     sqlite = connection.settings_dict["ENGINE"].endswith("sqlite3")
     yield
-    if sqlite:
-        import importlib
-
-        no_delete = importlib.import_module("dashboard.migrations.0001_initial")._SQLITE_FORWARD[1]
+    if not sqlite:
         with connection.cursor() as cursor:
-            cursor.execute("DROP TRIGGER IF EXISTS dashboard_auditentry_no_delete")
-            cursor.execute("DELETE FROM dashboard_auditentry")
-            cursor.execute(no_delete)
+            cursor.execute("SET deadlock_timeout = '30s'")
+        return
+    import importlib
+
+    no_delete = importlib.import_module("dashboard.migrations.0001_initial")._SQLITE_FORWARD[1]
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TRIGGER IF EXISTS dashboard_auditentry_no_delete")
+        cursor.execute("DELETE FROM dashboard_auditentry")
+        cursor.execute(no_delete)
 
 
 @pytest.fixture
