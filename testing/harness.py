@@ -18,6 +18,8 @@ from urllib.parse import quote
 
 from django.db import close_old_connections, connection
 
+from testing import zygote
+
 ROOT = Path(__file__).resolve().parents[1]
 # Imported by test workers (`celery worker --include`), so handlers that exist only for tests
 # are registered in the workers without a hook in production code.
@@ -95,7 +97,9 @@ def _pgrp_members(pgid: int) -> list[int]:
 
 
 class Proc:
-    def __init__(self, *, name: str, role: str, popen: subprocess.Popen, log_path: Path, concurrency: int = 0) -> None:
+    def __init__(
+        self, *, name: str, role: str, popen: "subprocess.Popen | zygote.Forked", log_path: Path, concurrency: int = 0
+    ) -> None:
         self.name = name
         self.role = role
         self.popen = popen
@@ -148,15 +152,7 @@ class Live:
         name = name or f"{role}{sum(p.role == role for p in self.procs) + 1}"
         log_path = self.tmp_dir / f"{name}.log"
         log = log_path.open("ab")
-        popen = subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            env={**self.base_env, **(env or {})},
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        popen = zygote.spawn(argv, cwd=ROOT, env={**self.base_env, **(env or {})}, stdout=log)
         log.close()
         proc = Proc(name=name, role=role, popen=popen, log_path=log_path)
         self.procs.append(proc)

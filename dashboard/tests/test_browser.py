@@ -23,6 +23,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
+from testing import zygote
 from testing.harness import TEST_HANDLERS, database_url
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make between
@@ -87,20 +88,19 @@ class Stack:
             "TICKWORK_LOG_LEVEL": "INFO",
             "PYTHONUNBUFFERED": "1",
             "DJANGO_SETTINGS_MODULE": "scheduler_project.settings",
+            "CELERY_SKIP_CHECKS": "1",  # as testing/fixtures.py's `live` says
         }
         self.env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
         if mode == "redis":
             self.env["REDIS_URL"] = REDIS
         else:  # the embedded default: no layer crosses processes, the feed's poll carries updates
             self.env.pop("REDIS_URL", None)
-        self.processes: dict[str, subprocess.Popen] = {}
+        self.processes: dict[str, subprocess.Popen | zygote.Forked] = {}
         LOGS.mkdir(parents=True, exist_ok=True)
 
     def _start(self, name: str, argv: list[str]) -> None:
-        log = open(LOGS / f"{self.mode}-{name}.log", "w")
-        self.processes[name] = subprocess.Popen(
-            argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        with open(LOGS / f"{self.mode}-{name}.log", "w") as log:
+            self.processes[name] = zygote.spawn(argv, cwd=ROOT, env=self.env, stdout=log)
 
     def start(self) -> "Stack":
         _flush_redis()
