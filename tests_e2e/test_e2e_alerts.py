@@ -58,8 +58,12 @@ def test_the_dead_mans_switch_fires_when_no_dispatcher_runs_past_a_cron_fire_and
 
     dispatcher.signal(signal.SIGTERM)
     wait_for(lambda: not dispatcher.alive(), timeout=20, what="the dispatcher to stop")
-    job = make_job(tenant, type="CRON", schedule="* * * * *", name="nightly report", now=db_now())
-    fire = Execution.objects.get(job=job).scheduled_for  # within the next minute
+    # Made as if 58 s ago, while no dispatcher ran: its first fire is past or at most 2 s ahead,
+    # rather than up to a minute's wait for the next one.
+    job = make_job(
+        tenant, type="CRON", schedule="* * * * *", name="nightly report", now=db_now() - timedelta(seconds=58)
+    )
+    fire = Execution.objects.get(job=job).scheduled_for
 
     wait_for(lambda: len(receiver.requests) >= 1, timeout=90, what="the MISSED_FIRE webhook")
     fired = receiver.requests[0]
