@@ -23,6 +23,12 @@ def duration(seconds: float) -> str:
     return " ".join(shown) or "0 s"
 
 
+def from_now(seconds: float) -> str:
+    """How long until a moment ahead: "in 45 s", "in 2 min 5 s"; "in under a second" where
+    `duration` would say 0 s of a wait that has not ended (a rate limit's next turn, mostly)."""
+    return "in under a second" if 0 < seconds < 1 else f"in {duration(seconds)}"
+
+
 def milliseconds(value: float) -> str:
     """A duration measured in milliseconds (a run's, a start lag, a retry's delay): 840 ms, 12.5 s
     (a tenth of a second still tells runs apart under a minute), then as `duration`."""

@@ -28,7 +28,7 @@ from executions.states import ExecutionState
 from jobs.models import Job, Priority
 from jobs.states import JobState
 from pools import rate_limits, registry
-from readmodels.durations import duration
+from readmodels.durations import from_now
 from scheduling import rate_limiting
 from store import store
 from tenants.models import Tenant
@@ -106,12 +106,11 @@ class _Facts:
             seconds = (e.available_at - self.now).total_seconds()
             return Reason(
                 "RATE_LIMITED",
-                f"rate limit {limit} is reached; its turn comes at {e.available_at.isoformat()}"
-                f" (in {duration(seconds)})",
+                f"rate limit {limit} is reached; its turn comes at {e.available_at.isoformat()} ({from_now(seconds)})",
             )
         if e.available_at > self.now:
             seconds = (e.available_at - self.now).total_seconds()
-            return Reason("NOT_DUE", f"due at {e.available_at.isoformat()} (in {duration(seconds)})")
+            return Reason("NOT_DUE", f"due at {e.available_at.isoformat()} ({from_now(seconds)})")
         cap = tenant.max_concurrent_executions
         if cap is not None and self.busy_of_tenant[tenant.pk] >= cap:
             runs = self.busy_of_tenant[tenant.pk]

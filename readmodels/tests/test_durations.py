@@ -3,7 +3,7 @@ and relative times, the reasons to wait and the alerts' summaries all say them s
 
 import pytest
 
-from readmodels.durations import duration, milliseconds
+from readmodels.durations import duration, from_now, milliseconds
 
 
 @pytest.mark.parametrize(
@@ -56,3 +56,12 @@ def test_a_period_is_said_in_full(seconds, text):
     from readmodels.durations import period
 
     assert period(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(0.3, "in under a second"), (0.999, "in under a second"), (1, "in 1 s"), (125.5, "in 2 min 5 s"), (0, "in 0 s")],
+)
+def test_a_wait_ahead_under_a_second_is_not_called_0_s(seconds, shown):
+    """A rate limit's next turn is mostly a fraction of a second away: "in 0 s" read as a stall."""
+    assert from_now(seconds) == shown
