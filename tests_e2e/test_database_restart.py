@@ -118,8 +118,12 @@ class _NotYetPostgres:
             sink.shutdown(socket.SHUT_WR)
 
     def close(self) -> None:
+        """Shut down, then close: a close alone leaves a thread's blocked recv (and so the
+        PostgreSQL session behind it) in place, and the test database could not be dropped."""
         for sock in [self.server, *self.sockets]:
             if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
                 with contextlib.suppress(OSError):
                     sock.close()
 
@@ -146,6 +150,9 @@ def test_defect10_dispatcher_started_before_the_database_waits_for_it_then_dispa
             "DATABASE_URL": f"postgres://{s['USER']}@127.0.0.1:{not_yet_postgres.port}/{s['NAME']}",
             # The in-process worker below stays live however long the dispatcher's pause lasts.
             "TICKWORK_WORKER_OFFLINE_SECONDS": "600",
+            # Each try waits this long for the pool's connection (10 s by default), and the pool
+            # tries to connect again at growing intervals: 2 s, so that the test waits 10 s, not 30.
+            "DATABASE_POOL_TIMEOUT": "2",
         }
     )
 
