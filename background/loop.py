@@ -53,6 +53,7 @@ def run_forever(*, name: str, step: Callable[[], float], stop: StopFlag, beat: R
     beat.started()
     failures, down_since, logged_at = 0, 0.0, float("-inf")
     while not stop.stopping:
+        began = time.monotonic()
         try:
             delay = step()
         except (OperationalError, InterfaceError) as exc:
@@ -61,7 +62,9 @@ def run_forever(*, name: str, step: Callable[[], float], stop: StopFlag, beat: R
             delay = _pause(failures)
             now = time.monotonic()
             if not failures:
-                down_since = now
+                # From the try that failed, not its end: with the connection pool, a first try
+                # waits for a connection (DATABASE_POOL_TIMEOUT, 10 s) before it fails.
+                down_since = began
             if now - logged_at >= REPEAT_LOG_SECONDS:
                 logged_at = now
                 logger.warning(

@@ -164,6 +164,7 @@ def test_defect10_dispatcher_started_before_the_database_waits_for_it_then_dispa
     time.sleep(2)
     assert dispatcher.alive(), dispatcher.tail()
     assert "Traceback" not in dispatcher.log()
+    assert "(unavailable for 2s)" in dispatcher.log()  # since its first try, which waited 2 s for the pool
 
     execution = Execution.objects.get(job=make_job(tenant, run_at=timezone.now()))
     capacity(timezone.now())  # a worker to admit it to
