@@ -25,12 +25,13 @@ from executions.states import InvalidTransition
 from jobs.models import Job
 from jobs.rows import new_row
 from jobs.states import InvalidJobTransition
+from scheduling.backfills import BackfillEnded
 from scheduling.job_creation import QuotaExceeded
 from store import store
 
 T = TypeVar("T")
 # What the services raise when an object's state forbids the action: a refusal, not a fault.
-REFUSALS = (InvalidJobTransition, InvalidTransition, QuotaExceeded)
+REFUSALS = (InvalidJobTransition, InvalidTransition, QuotaExceeded, BackfillEnded)
 # What PostgreSQL cannot store in text (a NUL, a lone surrogate), as web/json_input.py refuses it
 # on the way in; here it is written escaped, so a refused form is still audited, not a 500.
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")

@@ -33,6 +33,7 @@ from executions.states import TERMINAL, BackfillState, ExecutionState, InvalidTr
 from jobs import recurrence
 from jobs.models import Job
 from jobs.states import InvalidJobTransition, JobState
+from machines import InvalidMove
 from scheduling import runs
 from scheduling.execution_changes import execution_cancel
 from store import store
@@ -51,6 +52,10 @@ class BackfillRefused(Exception):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field, self.message = field, message
+
+
+class BackfillEnded(InvalidMove):
+    """A cancel asked, with `refuse_ended`, of a backfill that has ended (DONE or CANCELLED)."""
 
 
 @dataclass(frozen=True)
@@ -247,11 +252,17 @@ def backfill_release(*, now: datetime, limit: int) -> tuple[int, int]:
     return released, finished
 
 
-def backfill_cancel(*, backfill: Backfill, now: datetime, reason: str) -> Backfill:
+def backfill_cancel(*, backfill: Backfill, now: datetime, reason: str, refuse_ended: bool = False) -> Backfill:
     """Cancel the backfill: nothing more is released, and its runs not started (PENDING, QUEUED,
-    BLOCKED) are cancelled; what runs finishes. A finished backfill is answered as it is."""
+    BLOCKED) are cancelled; what runs finishes. A finished backfill is answered as it is (the
+    API's idempotent cancel), or with `refuse_ended` refused by BackfillEnded (the dashboard's
+    Cancel on a row that ended meanwhile: the operator is told, and the audit log says REFUSED)."""
     with transaction.atomic():
-        if backfill_transitions.backfill_cancel(backfill_id=backfill.pk, now=now):
+        cancelled = backfill_transitions.backfill_cancel(backfill_id=backfill.pk, now=now)
+        if not cancelled and refuse_ended:
+            state = Backfill.objects.values_list("state", flat=True).get(pk=backfill.pk)
+            raise BackfillEnded(f"the backfill has ended ({state}): nothing is left to cancel")
+        if cancelled:
             fires = BackfillFire.objects.filter(backfill=backfill, released_at__isnull=False)
             for run_id in fires.filter(run_id__isnull=False).values_list("run_id", flat=True):
                 runs.cancel_run(run_id=run_id, now=now, reason=reason, running=False)
