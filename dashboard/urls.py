@@ -7,6 +7,7 @@ from dashboard.audit import views as audit
 from dashboard.dead_letter import views as dead_letter
 from dashboard.executions import views as executions
 from dashboard.fleet import views as fleet
+from dashboard.jobs import backfills as job_backfills
 from dashboard.jobs import editing as job_editing
 from dashboard.jobs import views as jobs
 from dashboard.overview import views as overview
@@ -22,8 +23,11 @@ urlpatterns = [
     path("jobs/bulk", jobs.jobs_bulk_action, name="jobs-bulk"),
     path("jobs/<uuid:job_id>/", jobs.job_detail, name="job-detail"),
     path("jobs/<uuid:job_id>/edit", job_editing.job_edit, name="job-edit"),
+    # Before the job's actions' pattern, which would take "backfill" for an action's name.
+    path("jobs/<uuid:job_id>/backfill", job_backfills.job_backfill, name="job-backfill"),
     path("jobs/<uuid:job_id>/<str:action>", jobs.job_action, name="job-action"),
     path("jobs/<uuid:job_id>/versions/<int:number>/restore", jobs.job_version_restore, name="job-version-restore"),
+    path("backfills/<uuid:backfill_id>/cancel", job_backfills.backfill_cancel, name="backfill-cancel"),
     path("executions/", executions.execution_list_view, name="executions"),
     path("executions/retry", executions.executions_retry, name="executions-retry"),
     path("executions/<uuid:execution_id>/", executions.execution_detail, name="execution-detail"),

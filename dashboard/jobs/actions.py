@@ -1,6 +1,6 @@
 """The jobs pages' actions, audited (dashboard.services.audited_action): pause, resume, cancel and
-trigger one job or a selection, create, update, and restore a version, each through the service
-the API calls."""
+trigger one job or a selection, create, update, restore a version, and start or cancel a
+backfill, each through the service the API calls."""
 
 import functools
 import uuid
@@ -8,9 +8,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from rest_framework.exceptions import ValidationError
+
 from dashboard.services import ActionRefused, Actor, Target, audited_action
+from executions.models import Backfill
 from jobs.models import Job, JobVersion
 from jobs.states import JobState
+from readmodels.backfills import backfill_counts
+from scheduling import backfills
 from scheduling.job_changes import job_cancel, job_pause, job_resume, job_trigger, job_update
 from scheduling.job_creation import job_create
 from tenants.models import Tenant
@@ -78,6 +83,55 @@ def job_version_restore_audited(*, actor: Actor, job: Job, version: JobVersion, 
         now=now,
         run=lambda: job_version_restore(job=job, version=version, actor=actor.label, now=now),
         describe=lambda _: f"restored version {version.number}",
+    )
+
+
+def backfill_create_audited(*, actor: Actor, job: Job, asked: dict[str, Any], now: datetime) -> Backfill:
+    """Start a backfill through scheduling.backfills.backfill_create, with `asked` as the API's
+    NewBackfillSerializer validated it; audited as the API's (backfill.create on the job, its
+    detail naming the backfill and its counts). What the plan refuses by then (the range grew
+    past now's rules meanwhile) is audited INVALID and refused, naming the field."""
+
+    def create() -> Backfill:
+        try:
+            return backfills.backfill_create(
+                job=job,
+                start=asked["from"],
+                end=asked["to"],
+                order=asked["order"],
+                reprocess=asked["reprocess"],
+                max_concurrent=asked["maxConcurrent"],
+                now=now,
+            )
+        except backfills.BackfillRefused as refusal:
+            raise ValidationError({refusal.field: [refusal.message]}) from None
+
+    def describe(backfill: Backfill) -> str:
+        counts = backfill_counts(backfill)
+        return f"backfill {backfill.pk}: {counts['fires']} fires, {counts['skipped']} skipped"
+
+    return audited_action(
+        actor=actor, action="backfill.create", target=Target.of_job(job), now=now, run=create, describe=describe
+    )
+
+
+def backfill_target(backfill: Backfill) -> Target:
+    """A backfill in the audit log, as the API's cancel names it."""
+    return Target(type="backfill", id=str(backfill.pk), job_id=backfill.job_id, tenant_id=backfill.tenant_id)
+
+
+def backfill_cancel_audited(*, actor: Actor, backfill: Backfill, now: datetime) -> Backfill:
+    """Cancel a backfill through scheduling.backfills.backfill_cancel; one that has ended is
+    refused (audited REFUSED), where the API answers it as it is: an operator who pressed Cancel
+    is told that nothing was cancelled."""
+    return audited_action(
+        actor=actor,
+        action="backfill.cancel",
+        target=backfill_target(backfill),
+        now=now,
+        run=lambda: backfills.backfill_cancel(
+            backfill=backfill, now=now, reason=f"backfill cancelled by {actor.label}", refuse_ended=True
+        ),
     )
 
 

@@ -140,27 +140,27 @@ def _posted(post: QueryDict) -> dict[str, str]:
     return values
 
 
-def _flatten(errors: Any, prefix: str = "") -> dict[str, list[str]]:
+def flatten_errors(errors: Any, prefix: str = "") -> dict[str, list[str]]:
     """DRF's nested errors ({"target": {"handler": [...]}}) keyed by the form's flat names."""
     flat: dict[str, list[str]] = {}
     if isinstance(errors, dict):
         for key, value in errors.items():
             if key == "payload" and isinstance(value, dict):
                 # The payload is one box on the page: its keys' errors stay on it, each named.
-                nested = _flatten(value).items()
+                nested = flatten_errors(value).items()
                 flat["payload"] = [f"{path}: {message}" for path, messages in nested for message in messages]
                 continue
             name = prefix if key in ("non_field_errors",) and prefix else key
             if key == "non_field_errors" and not prefix:
                 name = "general"
-            for sub, messages in _flatten(value, name).items():
+            for sub, messages in flatten_errors(value, name).items():
                 flat.setdefault(sub, []).extend(messages)
     elif isinstance(errors, list):
         if all(isinstance(item, str) for item in errors):
             flat[prefix or "general"] = [str(item) for item in errors]
         else:
             for item in errors:
-                for sub, messages in _flatten(item, prefix).items():
+                for sub, messages in flatten_errors(item, prefix).items():
                     flat.setdefault(sub, []).extend(messages)
     else:
         flat[prefix or "general"] = [str(errors)]
@@ -230,7 +230,7 @@ def bind_create(post: QueryDict) -> JobForm:
     data = _api_data(values, set(FORM_FIELDS), kind, errors)
     serializer = JobInputSerializer(data=data)
     if not serializer.is_valid():
-        errors.update(_flatten(serializer.errors))
+        errors.update(flatten_errors(serializer.errors))
     return JobForm(values=values, errors=errors, serializer=None if errors else serializer)
 
 
@@ -255,5 +255,5 @@ def bind_update(post: QueryDict, *, job: Job) -> JobForm:
         return JobForm(values=values, errors={"general": ["nothing changed"]})
     serializer = JobUpdateSerializer(job, data=data, partial=True)
     if not serializer.is_valid():
-        errors.update(_flatten(serializer.errors))
+        errors.update(flatten_errors(serializer.errors))
     return JobForm(values=values, errors=errors, serializer=None if errors else serializer)

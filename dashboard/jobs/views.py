@@ -1,6 +1,7 @@
 """The jobs pages: the list (filters, next fires, the bulk pause, resume and cancel), a job with
 its next fires, executions, workflow runs, audit and versions (versions.py), and the actions on
-one job (pause, resume, cancel, trigger; restore a version). Creating and editing: editing.py."""
+one job (pause, resume, cancel, trigger; restore a version). Creating and editing: editing.py;
+starting and cancelling a backfill: backfills.py."""
 
 import uuid
 
@@ -22,6 +23,7 @@ from dashboard.frame import (
     selected_ids,
 )
 from dashboard.jobs import actions
+from dashboard.jobs.backfills import backfill_form_context
 from dashboard.jobs.versions import versions_panel
 from dashboard.runs import reads as runs
 from dashboard.services import ActionRefused, Actor
@@ -96,6 +98,7 @@ def job_detail(request: ScopedRequest, job_id: uuid.UUID) -> HttpResponse:
             "workflow_steps": runs.workflow_steps(job),
             "rate_limit": _rate_limit(job),
             "backfills": _backfills(request, job),
+            **backfill_form_context(job, now),
             "audit": selectors.audit_for_job(scope=request.tenant_scope, job=job),
             "cancellable": CANCELLABLE,
             "redrivable": REDRIVABLE,
@@ -119,7 +122,8 @@ def _rate_limit(job: Job) -> str:
 
 
 def _backfills(request: ScopedRequest, job: Job) -> list[dict]:
-    """The job's latest backfills with their progress (POST /v1/jobs/{id}/backfill makes them)."""
+    """The job's latest backfills with their progress (its Backfill form or POST /v1/jobs/{id}/backfill
+    makes them)."""
     if not job.is_recurring:
         return []
     latest = backfill_list(scope=request.tenant_scope).filter(job=job)[:BACKFILLS_SHOWN]
