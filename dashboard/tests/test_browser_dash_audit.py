@@ -192,6 +192,7 @@ def test_every_dashboard_page_at_1280_and_390_without_errors_or_sideways_scrolli
     sideways. The PNGs go to $TICKWORK_PAGE_SCREENSHOTS or <basetemp>/page-screenshots."""
     from dashboard.tests.test_run_views import _fire, _workflow_job
     from executions.models import Execution
+    from scheduling.backfills import backfill_create
     from tenants.services import tenant_create
 
     out = Path(os.environ.get("TICKWORK_PAGE_SCREENSHOTS") or tmp_path_factory.getbasetemp() / "page-screenshots")
@@ -203,7 +204,19 @@ def test_every_dashboard_page_at_1280_and_390_without_errors_or_sideways_scrolli
     later = timezone.now() + timedelta(hours=1)
     dead = drive(Execution.objects.get(job=_job(acme, name="flaky-sync", handler="fail", run_at=later)), "DEAD")
     run_id, _ = _fire(_workflow_job(acme))
+    # A RUNNING backfill of the cron job: its page lists it with its Cancel (no sweeper releases it).
+    until = timezone.now().replace(second=0, microsecond=0) - timedelta(hours=1)
+    backfill = backfill_create(
+        job=cron,
+        start=until - timedelta(hours=2),
+        end=until,
+        order="OLDEST_FIRST",
+        reprocess="NONE",
+        max_concurrent=2,
+        now=timezone.now(),
+    )
     objects = {"job_id": str(cron.pk), "execution_id": str(dead.pk), "run_id": str(run_id), "number": "1"}
+    objects["backfill_id"] = str(backfill.pk)
     objects["action"] = "pause"
     objects["pool"] = "default"
     objects["fingerprint"] = dead.error_fingerprint  # the dead letter's error group
@@ -232,4 +245,5 @@ def test_every_dashboard_page_at_1280_and_390_without_errors_or_sideways_scrolli
         page.context.close()
         assert errors == [], errors
     assert {"overview-wide", "upcoming-narrow", "audit-narrow", "run-detail-wide", "workers-narrow"} <= set(shot)
+    assert {"job-backfill-wide", "job-backfill-narrow"} <= set(shot)
     print(json.dumps({"screenshots": str(out), "pages": sorted(shot), "post_only": sorted(set(not_pages))}))
