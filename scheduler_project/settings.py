@@ -404,6 +404,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and _env_bo
         "max_size": max(3, int(os.environ.get("DATABASE_POOL_MAX_SIZE", "6"))),
         # A request waits this long for a free connection, then answers 503 with Retry-After.
         "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "10")),
+        # While the database is unreachable the pool tries again at doubling intervals (1, 2, 4 …
+        # s) for this long, then gives up until the next request for a connection starts again at
+        # once. psycopg_pool's default, 5 min, let the intervals reach minutes: a role resumed 40 s
+        # after a 60 s outage ended. Tied to the wait above, it resumes within it.
+        "reconnect_timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "10")),
         # Connections opened for a burst are closed after this long unused.
         "max_idle": 60.0,
     }
