@@ -306,6 +306,7 @@ def _executions_and_first_events(executions) -> tuple[list[dict], dict]:
     """The executions' rows, and the first time of each (execution, from, to) move of theirs."""
     from django.db.models import Min
 
+    from executions import history
     from executions.models import ExecutionEvent
 
     rows = list(
@@ -316,7 +317,12 @@ def _executions_and_first_events(executions) -> tuple[list[dict], dict]:
         .values("execution_id", "from_state", "to_state")
         .annotate(first=Min("at"))
     )
-    return rows, {(e["execution_id"], e["from_state"], e["to_state"]): e["first"] for e in events}
+    first = {(e["execution_id"], e["from_state"], e["to_state"]): e["first"] for e in events}
+    # A step on the happy path has no event rows: its columns tell them (executions/history.py).
+    for execution in executions.filter(history_derived=True).only(*history.COLUMNS):
+        for event in history.derived(execution):
+            first.setdefault((execution.pk, event.from_state, event.to_state), event.at)
+    return rows, first
 
 
 def _summary(total: list[float], segments: dict[str, list[float]], create_ms: list[float], **counts: int) -> dict:

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import TruncMinute
 
 from audit.models import ActorKind, AuditEntry
+from executions import history
 from executions.models import Execution, ExecutionEvent
 from executions.states import TERMINAL, ExecutionState
 from jobs import cron, recurrence
@@ -379,7 +380,8 @@ def job_executions_page(*, scope: list[int] | None, job: Job, page: int) -> tupl
 
 
 def execution_events_of(*, execution: Execution) -> list[ExecutionEvent]:
-    return list(ExecutionEvent.objects.filter(execution=execution).order_by("at", "id"))
+    """Its history, oldest first: rows, or told by its columns (executions/history.py)."""
+    return history.timeline(execution)
 
 
 @dataclass
@@ -410,47 +412,6 @@ def attempts_of(*, events: list[ExecutionEvent]) -> list[Attempt]:
 
 
 # --- Live feed and audit ------------------------------------------------------------------------------
-
-
-def latest_event_id() -> int:
-    """The newest event's id (a walk of one primary key entry): where a page's live feed starts."""
-    return ExecutionEvent.objects.aggregate(top=Max("id"))["top"] or 0
-
-
-def live_events_after(*, scope: list[int] | None, after: int, limit: int = 500) -> list[dict[str, Any]]:
-    """Events with an id above `after`, oldest first, in the caller's scope: a primary key range."""
-    events = ExecutionEvent.objects.filter(pk__gt=after)
-    if scope is not None:
-        events = events.filter(execution__tenant_id__in=scope)
-    rows = events.order_by("id").values(
-        "id",
-        "execution_id",
-        "execution__job_id",
-        "execution__tenant_id",
-        "execution__run_id",
-        "from_state",
-        "to_state",
-        "attempt",
-        "at",
-        "worker_id",
-        "message",
-    )[:limit]
-    return [
-        {
-            "id": row["id"],
-            "executionId": str(row["execution_id"]),
-            "jobId": str(row["execution__job_id"]),
-            "tenantId": row["execution__tenant_id"],
-            "runId": str(row["execution__run_id"]) if row["execution__run_id"] else None,
-            "from": row["from_state"],
-            "to": row["to_state"],
-            "attempt": row["attempt"],
-            "at": row["at"].isoformat(),
-            "worker": row["worker_id"],
-            "message": row["message"][:200],
-        }
-        for row in rows
-    ]
 
 
 @dataclass(frozen=True)

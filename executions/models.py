@@ -2,6 +2,7 @@ import uuid
 
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from executions.states import BackfillState, ExecutionState
 
@@ -97,8 +98,14 @@ class Execution(models.Model):
     # The W3C trace context the execution was made in, when tracing is on (telemetry/tracing.py):
     # its dispatch and every attempt's run join that trace. "" when off, and for older rows.
     traceparent = models.CharField(max_length=55, blank=True, default="", db_default="")
-    created_at = models.DateTimeField(auto_now_add=True)
+    # The time of its first event: the creating transition's `now` (the same clock as every other
+    # time of its history), not the moment of the INSERT, so that event can be read from here.
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
+    # Whether its history is read from its columns (store/history.py): true while it is on the
+    # happy path (no ExecutionEvent row yet), false once a move off it wrote the history as rows.
+    # False for the rows made before (their history is rows) and for rows made by SQL of its own.
+    history_derived = models.BooleanField(default=True, db_default=False)
 
     class Meta:
         ordering = ["-scheduled_for", "-created_at"]
@@ -166,7 +173,9 @@ class Execution(models.Model):
 
 
 class ExecutionEvent(models.Model):
-    """Append-only history: one row per state transition (and per notable non-transition)."""
+    """Append-only history: one row per state transition (and per notable non-transition), for
+    the executions whose history is not read from their own columns (store/history.py: a happy
+    run has no rows here; executions/history.py reads both)."""
 
     # event_execution_at leads with it, so no index of its own.
     execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="events", db_index=False)

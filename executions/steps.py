@@ -36,9 +36,10 @@ _FAILED_UPSTREAM = frozenset({S.DEAD, S.CANCELLED})
 
 
 def create_run(*, run: Run, priority: int, now: datetime, wake: bool = True) -> list[Execution]:
-    """∅ → PENDING for `run`'s root steps and ∅ → BLOCKED for the others, each with its first
-    event, in a constant number of statements. Returns the executions in the steps' order. Every
-    step carries the trace context it is made in, so the whole run is one trace."""
+    """∅ → PENDING for `run`'s root steps and ∅ → BLOCKED for the others, in a constant number of
+    statements. A root step's first event is told by its columns (store/history.py); a BLOCKED
+    step's is written as a row, and its history stays rows. Returns the executions in the steps'
+    order. Every step carries the trace context it is made in, so the whole run is one trace."""
     roots = set(workflow.roots(run.steps))
     trace = tracing.traceparent()
     executions = [
@@ -56,17 +57,15 @@ def create_run(*, run: Run, priority: int, now: datetime, wake: bool = True) -> 
             scheduled_for=run.scheduled_for,
             available_at=run.scheduled_for,
             traceparent=trace,
+            created_at=now,
+            history_derived=step["name"] in roots,
         )
         for step in run.steps
     ]
     store().insert_new(executions)
-    for state, message in (
-        (S.PENDING, "scheduled (a root step of its run)"),
-        (S.BLOCKED, "waits for its upstream steps"),
-    ):
-        rows = [(e.id, 1, "") for e in executions if e.state == state]
-        if rows:
-            store().record_events(rows, source="", target=state, now=now, message=message)
+    blocked = [(e.id, 1, "") for e in executions if e.state == S.BLOCKED]
+    if blocked:
+        store().record_events(blocked, source="", target=S.BLOCKED, now=now, message="waits for its upstream steps")
     if wake:
         store().notify_due(run.scheduled_for)
     return executions

@@ -2,8 +2,11 @@
 
 Each owns the fields it writes and the source states it accepts (declared with `@moves`, checked
 against the table in executions/states.py when this module loads), is one conditional write
-guarded by the source state (and, for a worker's writes, its lease token), records an
-ExecutionEvent in the same transaction, and returns what it moved. Zero rows is an answer, not
+guarded by the source state (and, for a worker's writes, its lease token), records its event in
+the same transaction, and returns what it moved. An event of the happy path (made, queued,
+started, succeeded) is recorded by the columns the move writes, not as an ExecutionEvent row, and
+the first move off that path writes those events as rows first (store/history.py says how and
+why; executions/history.py reads the history). Zero rows is an answer, not
 success: every caller handles it. How each is written on the database in use is the store's
 business (store/); what follows a move is done here: observers hear of it after commit
 (executions/observers.py), and work that became due wakes the dispatchers (`notify_due`).
@@ -50,10 +53,6 @@ def _move(*, execution_id: Any, source: ExecutionState, target: ExecutionState, 
 # --- made -------------------------------------------------------------------------------------------
 
 
-# The first event's message of an execution made otherwise than by its schedule.
-_CREATED_BY: dict[str, str] = {Origin.TRIGGER: "triggered", Origin.EVENT: "started by an event"}
-
-
 def create(
     *,
     job: Any,
@@ -63,7 +62,8 @@ def create(
     wake: bool = True,
     event_id: Any = None,
 ) -> Execution:
-    """∅ → PENDING: a new execution of `job` due at `scheduled_for`, with its first event. With
+    """∅ → PENDING: a new execution of `job` due at `scheduled_for`. Its first event is told by
+    its columns (made at `now`, by `origin`: store/history.py), not written as a row. With
     `wake`, dispatchers are woken for it (the dispatcher that makes a cron job's next fire needs
     no wake-up: it looks again itself)."""
     execution = Execution.objects.create(
@@ -76,13 +76,7 @@ def create(
         scheduled_for=scheduled_for,
         available_at=scheduled_for,
         traceparent=tracing.traceparent(),
-    )
-    store().record_events(
-        [(execution.id, 1, "")],
-        source="",
-        target=S.PENDING,
-        now=now,
-        message=_CREATED_BY.get(str(origin), "scheduled"),
+        created_at=now,
     )
     if wake:
         store().notify_due(scheduled_for)
@@ -105,9 +99,9 @@ def advance_jobs(*, next_fires: Mapping[Any, datetime]) -> None:
 
 def create_many(*, runs: Sequence[tuple[Any, datetime]], now: datetime) -> list[Execution]:
     """∅ → PENDING for many jobs at once: `runs` is (job, scheduled_for) pairs, each made a
-    scheduled execution with its first event, as `create` makes one. Three statements whatever
-    the count (the executions, their events, one wake-up for the earliest), so a bulk submission
-    costs no round trip per job. Returns the executions in the order of `runs`."""
+    scheduled execution, as `create` makes one (its first event told by its columns). Two
+    statements whatever the count (the executions, one wake-up for the earliest), so a bulk
+    submission costs no round trip per job. Returns the executions in the order of `runs`."""
     if not runs:
         return []
     trace = tracing.traceparent()
@@ -123,14 +117,12 @@ def create_many(*, runs: Sequence[tuple[Any, datetime]], now: datetime) -> list[
                 "scheduled_for": scheduled_for,
                 "available_at": scheduled_for,
                 "traceparent": trace,
+                "created_at": now,
             },
         )
         for job, scheduled_for in runs
     ]
     store().insert_new(executions)
-    store().record_events(
-        [(execution.id, 1, "") for execution in executions], source="", target=S.PENDING, now=now, message="scheduled"
-    )
     store().notify_due(min(scheduled_for for _, scheduled_for in runs))
     return executions
 

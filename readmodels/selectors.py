@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db.models import Count, QuerySet
 
+from executions import history
 from executions.models import Execution, ExecutionEvent, Origin
 from executions.states import ExecutionState
 from jobs import misfire, recurrence
@@ -29,8 +30,9 @@ def execution_get(*, scope: list[int] | None, execution_id) -> Execution | None:
         return None
 
 
-def execution_events(*, execution: Execution) -> QuerySet[ExecutionEvent]:
-    return ExecutionEvent.objects.filter(execution=execution).order_by("at", "id")
+def execution_events(*, execution: Execution) -> list[ExecutionEvent]:
+    """Its history, oldest first: rows, or told by its columns (executions/history.py)."""
+    return history.timeline(execution)
 
 
 def latest_executions(*, job_id, limit: int = 10) -> list[Execution]:

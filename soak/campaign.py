@@ -352,6 +352,20 @@ class Soak:
             " FROM executions_executionevent ORDER BY id"
         ):
             events.setdefault(row[0], []).append(Event(*row[1:]))
+        # An execution on the happy path has no event rows: its columns tell its history
+        # (store/history.py, which needs Django; the same four events here, id 0).
+        for execution_id, state, attempt, worker, made, queued, started, finished in self.conn.execute(
+            "SELECT id::text, state, attempt, worker_id, created_at, queued_at, started_at, finished_at"
+            " FROM executions_execution WHERE history_derived"
+        ):
+            derived = [Event(0, made, "", "PENDING", 1, "")]
+            if state in ("QUEUED", "RUNNING", "SUCCEEDED"):
+                derived.append(Event(0, queued, "PENDING", "QUEUED", attempt, ""))
+            if state in ("RUNNING", "SUCCEEDED"):
+                derived.append(Event(0, started, "QUEUED", "RUNNING", attempt, worker, "started"))
+            if state == "SUCCEEDED":
+                derived.append(Event(0, finished, "RUNNING", "SUCCEEDED", attempt, worker, "succeeded"))
+            events[execution_id] = derived
         effects: dict[str, list[Effect]] = {}
         for execution_id, at, attempt, worker in self.conn.execute(
             "SELECT execution_id::text, at, attempt, worker FROM soak_effect ORDER BY id"

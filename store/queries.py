@@ -27,6 +27,8 @@ MOVE_SET = (
     f" RETURNING {MOVED_COLUMNS}"
 )
 STEPS_OF_RUN = "run_id = %s AND step IN ({names})"
+# The ids of the executions in a state matching {where}: the rows a set-based move will move.
+IDS_IN_STATE = "SELECT id FROM executions_execution WHERE state = %s AND ({where})"
 
 # The sweeper's conditions, each over RUNNING executions.
 LEASE_EXPIRED = "lease_expires_at < %s AND cancel_requested_at IS NULL"

@@ -14,7 +14,7 @@ from django.db.models import F, Field, QuerySet
 
 from jobs import transitions as job_transitions
 from jobs.models import Job
-from store import queries, tables
+from store import history, queries, tables
 from store.interface import Store
 from store.queries import TOKEN
 from store.rate_limits import RateLimitOperations
@@ -34,6 +34,9 @@ from store.tables import (
     execution_field,
 )
 from tenants.models import ApiToken, Tenant
+
+# What SharedStore._materialise reads of a row.
+_MATERIALISED = ("id", "state", "history_derived", *history.DERIVED_FROM)
 
 
 class SharedStore(RateLimitOperations, Statements, Store):
@@ -200,15 +203,48 @@ class SharedStore(RateLimitOperations, Statements, Store):
         db_run_id = execution_field("run").get_db_prep_value(run_id, self.db)
         return queries.STEPS_OF_RUN.format(names=", ".join(["%s"] * len(names))), [db_run_id, *names]
 
+    def _materialise(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Write as rows the derived events of those of `rows` (each the columns DERIVED_FROM names,
+        "id", "state" and "history_derived", read locked in this transaction) whose history is
+        derived, oldest first (store/history.py). The caller sets their history_derived false in
+        the same transaction, before the move that would overwrite what they were read from."""
+        event = tables.execution_event()
+        events = [
+            event(
+                execution_id=row["id"],
+                at=e.at,
+                from_state=e.from_state,
+                to_state=e.to_state,
+                attempt=e.attempt,
+                worker_id=e.worker_id,
+                message=e.message,
+            )
+            for row in rows
+            if row["history_derived"]
+            for e in history.derived_events(history.as_row(row), state=row["state"])
+        ]
+        if events:
+            event._default_manager.bulk_create(events)
+
     def request_cancel(self, *, execution_id: Any, now: datetime, message: str) -> bool:
         """A RUNNING execution not yet asked to cancel: its cancel request recorded now, with an
         event (RUNNING → RUNNING) and, at commit, a word to the worker process running it
-        (`notify_cancel`). False when it is not RUNNING or was asked already."""
+        (`notify_cancel`). False when it is not RUNNING or was asked already. Off the happy path:
+        a derived history is written as rows first (store/history.py)."""
         executions = tables.execution()._default_manager
         with transaction.atomic():
-            requested = executions.filter(pk=execution_id, state=RUNNING, cancel_requested_at__isnull=True).update(
-                cancel_requested_at=now, updated_at=now
+            asked = (
+                executions.select_for_update()
+                .filter(pk=execution_id, state=RUNNING, cancel_requested_at__isnull=True)
+                .values("id", "state", "history_derived", *history.DERIVED_FROM)
+                .first()
             )
+            requested = 0
+            if asked is not None:
+                self._materialise([asked])
+                requested = executions.filter(pk=execution_id, state=RUNNING).update(
+                    cancel_requested_at=now, updated_at=now, history_derived=False
+                )
             if requested:
                 row = executions.values("attempt", "worker_id").get(pk=execution_id)
                 self.record_events(
@@ -224,18 +260,26 @@ class SharedStore(RateLimitOperations, Statements, Store):
     def republish_stalled(self, *, now: datetime, grace_seconds: float, limit: int) -> list[Republished]:
         """Up to `limit` QUEUED executions not started by their `republish_at`, to be published
         again: each gets an event (QUEUED → QUEUED) and its next grace, `grace_seconds` doubled per
-        publish so far. Rows another sweeper holds are skipped."""
+        publish so far. Rows another sweeper holds are skipped. Off the happy path: a derived
+        history is written as rows first (store/history.py)."""
         executions = tables.execution()._default_manager
         with transaction.atomic():
             stalled: list[Any] = list(
                 executions.select_for_update(skip_locked=True)
                 .filter(state=QUEUED, republish_at__lt=now)
-                .only("id", "lease_token", "pool", "priority", "attempt", "publish_count")[:limit]
-            )
+                .only(
+                    "id", "lease_token", "pool", "priority", "publish_count", "state", "history_derived",
+                    *history.DERIVED_FROM,
+                )[:limit]
+            )  # fmt: skip
+            self._materialise([{name: getattr(e, name) for name in _MATERIALISED} for e in stalled])
             for execution in stalled:
                 backoff = grace_seconds * 2 ** min(execution.publish_count, 10)
                 executions.filter(pk=execution.pk, state=QUEUED, lease_token=execution.lease_token).update(
-                    republish_at=now + timedelta(seconds=backoff), publish_count=F("publish_count") + 1, updated_at=now
+                    republish_at=now + timedelta(seconds=backoff),
+                    publish_count=F("publish_count") + 1,
+                    updated_at=now,
+                    history_derived=False,
                 )
             if stalled:
                 self.record_events(

@@ -13,6 +13,7 @@ from django.utils import timezone
 from executions.models import Execution, ExecutionEvent, Run
 from readmodels.runs import run_state
 from scheduling.execution_changes import execution_redrive
+from testing import harness
 from testing.harness import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -43,7 +44,7 @@ def _all_ended(run):
 
 
 def _count(execution, source, target) -> int:
-    return ExecutionEvent.objects.filter(execution=execution, from_state=source, to_state=target).count()
+    return harness.history(execution.pk).count((source, target))
 
 
 def test_a_diamond_runs_its_last_step_once_after_both_branches_with_their_results(live, tenant, make_job):

@@ -14,9 +14,12 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
+from django.utils.html import format_html_join
+from django.utils.safestring import mark_safe
 
 from audit.models import ActorKind, AuditOutcome
 from audit.services import Actor, Target, audit_record, audit_records, audited, client_ip, entry
+from executions import history as execution_history
 from executions import tallies
 from executions.clock import db_now
 from executions.models import Execution, ExecutionEvent
@@ -328,6 +331,9 @@ class JobAdmin(Audited, FoldsExecutions, admin.ModelAdmin):
 
 
 class EventInline(admin.TabularInline):
+    """The history's rows. A history told by the execution's columns (store/history.py) has
+    none: the page's "history" field shows it whole, either way."""
+
     model = ExecutionEvent
     extra = 0
     max_num = 0
@@ -347,7 +353,19 @@ class ExecutionAdmin(Audited, FoldsExecutions, admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         # State changes only through the state machine (the actions); nothing here is editable.
-        return [field.name for field in Execution._meta.fields]
+        return [field.name for field in Execution._meta.fields] + ["history"]
+
+    @admin.display(description="history")
+    def history(self, obj: Execution) -> str:
+        """Its events, oldest first, whether rows or told by its columns (executions/history.py)."""
+        return format_html_join(
+            mark_safe("<br>"),
+            "{} {} → {} · attempt {} {} {}",
+            (
+                (e.at.isoformat(), e.from_state or "∅", e.to_state, e.attempt, e.worker_id, e.message)
+                for e in execution_history.timeline(obj)
+            ),
+        )
 
     def has_add_permission(self, request) -> bool:
         return False

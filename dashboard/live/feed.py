@@ -25,24 +25,38 @@ Event ids come from a sequence taken at INSERT, so a transaction that commits la
 id appear below the cursor. Each poll therefore looks SLACK ids back and skips what it has
 already delivered; the pages re-render from the database on each update, so a straggler older
 than that is at worst a moment late.
+
+An execution on the happy path has no event rows (store/history.py): its events are told by its
+columns, and each of its moves sets its `updated_at`. So each poll also reads the executions
+whose history is derived and that changed since a second cursor, a time (each subscriber's
+newest derived event, DERIVED_SLACK back for a late commit: its time is the move's, taken before
+its commit), and hands out their events that are new to each subscriber (`id` null: they have no
+row; told apart by execution, move, attempt and time). A page that passes `after` gets those of
+the last REPLAY_SECONDS too, as it gets the rows since `after`.
 """
 
 import asyncio
 import logging
 from collections import deque
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
-from dashboard import job_changes, selectors
+from dashboard import job_changes
+from dashboard.live import reads as live_reads
+from executions.clock import db_now
 
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.4
 POLL_SECONDS_WITH_LAYER = 1.0
 SLACK = 256
+# How far back each poll looks for derived events (seconds), and a page that passes `after` too.
+DERIVED_SLACK = 2.0
+REPLAY_SECONDS = 10.0
 BATCH = 500
 # A page that was rendered long ago does not get more than this much history replayed.
 MAX_REPLAY = 2000
@@ -53,8 +67,20 @@ class Subscriber(Protocol):
 
 
 class _Subscription:
-    def __init__(self, subscriber: Subscriber, scope: list[int] | None, after: int, jobs_after: int = 0) -> None:
+    def __init__(
+        self,
+        subscriber: Subscriber,
+        scope: list[int] | None,
+        after: int,
+        jobs_after: int = 0,
+        derived_after: datetime | None = None,
+    ) -> None:
         self.subscriber = subscriber
+        # The derived events (no row) at or before this time are not this page's news.
+        self.derived_floor = derived_after or datetime.now(UTC)
+        self.derived_cursor = self.derived_floor
+        self.derived_sent: deque[tuple] = deque(maxlen=SLACK * 4)
+        self.derived_sent_set: set[tuple] = set()
         # The audit row past which job changes are new to this page. An audit row commits within
         # moments of taking its id (in the request's transaction), so no look-back as for events.
         self.jobs_cursor = jobs_after
@@ -81,6 +107,24 @@ class _Subscription:
     def low(self) -> int:
         return max(self.floor, self.cursor - SLACK)
 
+    def wants_derived(self, event: dict[str, Any]) -> bool:
+        if event["_at"] <= self.derived_floor or _key(event) in self.derived_sent_set:
+            return False
+        return self.scope is None or event["tenantId"] in self.scope
+
+    def mark_derived(self, event: dict[str, Any]) -> None:
+        if len(self.derived_sent) == self.derived_sent.maxlen:
+            self.derived_sent_set.discard(self.derived_sent[0])
+        key = _key(event)
+        self.derived_sent.append(key)
+        self.derived_sent_set.add(key)
+        self.derived_cursor = max(self.derived_cursor, event["_at"])
+
+
+def _key(event: dict[str, Any]) -> tuple:
+    """A derived event (it has no id): its execution, move, attempt and time."""
+    return (event["executionId"], event["to"], event["attempt"], event["_at"])
+
 
 def poll_interval() -> float:
     layer = get_channel_layer()
@@ -100,13 +144,15 @@ class Feed:
     async def subscribe(
         self, subscriber: Subscriber, *, scope: list[int] | None, after: int | None, jobs_after: int | None = None
     ) -> None:
-        latest = await database_sync_to_async(selectors.latest_event_id)()
+        latest = await database_sync_to_async(live_reads.latest_event_id)()
         start = latest if after is None else max(min(after, latest), latest - MAX_REPLAY)
+        now = await database_sync_to_async(db_now)()
+        derived_after = now - timedelta(seconds=DERIVED_SLACK if after is None else REPLAY_SECONDS)
         latest_audit = await database_sync_to_async(job_changes.latest_audit_id)()
         jobs_start = (
             latest_audit if jobs_after is None else max(min(jobs_after, latest_audit), latest_audit - MAX_REPLAY)
         )
-        self._subscriptions[id(subscriber)] = _Subscription(subscriber, scope, start, jobs_start)
+        self._subscriptions[id(subscriber)] = _Subscription(subscriber, scope, start, jobs_start, derived_after)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
         self.poke()
@@ -144,11 +190,17 @@ class Feed:
             return 0
         after = min(s.low for s in subscriptions)
         scope = _union_scope(subscriptions)
-        events = await database_sync_to_async(selectors.live_events_after)(scope=scope, after=after, limit=BATCH)
+        events = await database_sync_to_async(live_reads.live_events_after)(scope=scope, after=after, limit=BATCH)
+        since = min(s.derived_cursor for s in subscriptions) - timedelta(seconds=DERIVED_SLACK)
+        derived = await database_sync_to_async(live_reads.live_derived_since)(scope=scope, since=since, limit=BATCH)
         for subscription in subscriptions:
             mine = [event for event in events if subscription.wants(event)]
             for event in mine:
                 subscription.mark(event["id"])
+            for event in derived:
+                if subscription.wants_derived(event):
+                    subscription.mark_derived(event)
+                    mine.append({name: value for name, value in event.items() if name != "_at"})
             if mine:
                 try:
                     await subscription.subscriber.deliver(mine)
@@ -157,7 +209,7 @@ class Feed:
         more_jobs = await self._poll_jobs(subscriptions, scope)
         if len(events) == BATCH or more_jobs:
             self.poke()  # more is waiting: read again without sleeping
-        return len(events)
+        return len(events) + len(derived)
 
     async def _poll_jobs(self, subscriptions: list[_Subscription], scope: list[int] | None) -> bool:
         """Hand each subscriber that takes them the job changes past its cursor; True if a full

@@ -104,7 +104,8 @@ def run_detail(*, scope: list[int] | None, run: Run) -> RunDetail:
         .defer("result", "traceback", "checkpoint")
         # Why a step that has no error ended as it did (a cancel names the upstream step that
         # failed): its newest event's message, a probe of event_execution_at per step, in the
-        # same query.
+        # same query. Shown for a CANCELLED step only, whose history is always rows (a cancel is
+        # off the happy path: store/history.py); a step whose history is derived reads None.
         .annotate(last_message=Subquery(last_event.values("message")[:1]))
     }
     states = {name: execution.state for name, execution in executions.items()}

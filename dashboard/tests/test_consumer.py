@@ -11,8 +11,8 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
-from dashboard import selectors
 from dashboard.live import publisher as live
+from dashboard.live import reads as live_reads
 from scheduler_project.routing import websocket_urlpatterns
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -83,7 +83,7 @@ def test_events_since_the_page_was_rendered_are_replayed(member, tenant, make_jo
     the render and the socket opening is not lost."""
 
     async def scenario():
-        rendered_at = await database_sync_to_async(selectors.latest_event_id)()
+        rendered_at = await database_sync_to_async(live_reads.latest_event_id)()
         job = await database_sync_to_async(make_job)(tenant)
         communicator = _communicator(member, after=rendered_at)
         await communicator.connect()
@@ -148,3 +148,54 @@ def test_publish_state_changes_is_cheap_when_no_page_listens(monkeypatch):
     assert sent == []
     monkeypatch.setattr("channels.layers.get_channel_layer", lambda *a: 1 / 0)
     live.publish_state_changes([("e", "j", 1, "RUNNING")])  # does not raise
+
+
+def test_every_move_of_a_happy_run_reaches_the_page_without_an_event_row(member, tenant, make_job, drive):
+    """A happy run writes no event row (store/history.py): its moves reach the page from the
+    execution's columns, each once, oldest first, with no id; a move off the happy path then
+    arrives as rows (the history so far, then the move), with their ids."""
+    from executions.models import ExecutionEvent
+
+    async def scenario():
+        communicator = _communicator(member)
+        assert (await communicator.connect())[0]
+        job = await database_sync_to_async(make_job)(tenant)
+        execution = await database_sync_to_async(lambda: job.executions.get())()
+        seen: list[dict] = []
+        while len(seen) < 1:
+            seen += await _events(communicator)
+        await database_sync_to_async(drive)(execution, "RUNNING")
+        while len(seen) < 3:
+            seen += await _events(communicator)
+        assert [(e["from"], e["to"], e["id"]) for e in seen] == [
+            ("", "PENDING", None),
+            ("PENDING", "QUEUED", None),
+            ("QUEUED", "RUNNING", None),
+        ]
+        assert seen[-1]["worker"] == "worker-1"
+        assert await communicator.receive_nothing(timeout=0.6)  # each once
+        assert not await database_sync_to_async(ExecutionEvent.objects.filter(execution_id=execution.pk).exists)()
+
+        await database_sync_to_async(live_cancel)(execution.pk)
+        rows: list[dict] = []
+        while len(rows) < 4:
+            rows += await _events(communicator)
+        assert [(e["from"], e["to"]) for e in rows] == [
+            ("", "PENDING"),
+            ("PENDING", "QUEUED"),
+            ("QUEUED", "RUNNING"),
+            ("RUNNING", "RUNNING"),
+        ]
+        assert all(isinstance(e["id"], int) for e in rows)
+        await communicator.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def live_cancel(execution_id) -> None:
+    """A cancel request: the first move off the happy path of a running execution."""
+    from django.utils import timezone
+
+    from executions import transitions
+
+    assert transitions.request_cancel(execution_id=execution_id, now=timezone.now(), reason="test")

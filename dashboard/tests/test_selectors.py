@@ -7,6 +7,8 @@ from django.utils import timezone
 
 from dashboard import selectors
 from dashboard.executions import listing as pages
+from dashboard.live import reads as live_reads
+from executions import transitions
 from executions.models import Execution
 from scheduling.job_changes import job_pause
 
@@ -200,16 +202,33 @@ def test_next_fires_are_given_in_utc_and_in_the_jobs_zone(tenant, make_job):
 
 
 def test_live_events_are_scoped_and_ordered(tenant, other_tenant, make_job):
-    start = selectors.latest_event_id()
+    """The events since a time of the executions whose history is derived (a happy run has no
+    rows: store/history.py), and the rows past an id, each in the caller's scope, oldest first."""
+    start = live_reads.latest_event_id()
+    since = timezone.now() - timedelta(seconds=1)
     mine = make_job(tenant).executions.get()
-    make_job(other_tenant)
+    theirs = make_job(other_tenant).executions.get()
 
-    member = selectors.live_events_after(scope=[tenant.pk], after=start)
-    staff = selectors.live_events_after(scope=None, after=start)
+    member = live_reads.live_derived_since(scope=[tenant.pk], since=since)
+    staff = live_reads.live_derived_since(scope=None, since=since)
 
-    assert [e["executionId"] for e in member] == [str(mine.pk)]
-    assert member[0]["to"] == "PENDING" and member[0]["tenantId"] == tenant.pk
-    assert len(staff) == 2 and staff[0]["id"] < staff[1]["id"]
+    assert [(e["executionId"], e["id"], e["to"], e["tenantId"]) for e in member] == [
+        (str(mine.pk), None, "PENDING", tenant.pk)
+    ]
+    assert len(staff) == 2 and staff[0]["_at"] <= staff[1]["_at"]
+    assert live_reads.live_events_after(scope=None, after=start) == []
+
+    for execution in (mine, theirs):  # off the happy path: the history is rows from here
+        assert transitions.cancel(execution_id=execution.pk, now=timezone.now(), reason="test")
+    member = live_reads.live_events_after(scope=[tenant.pk], after=start)
+    staff = live_reads.live_events_after(scope=None, after=start)
+
+    assert [(e["executionId"], e["from"], e["to"]) for e in member] == [
+        (str(mine.pk), "", "PENDING"),
+        (str(mine.pk), "PENDING", "CANCELLED"),
+    ]
+    assert len(staff) == 4 and [e["id"] for e in staff] == sorted(e["id"] for e in staff)
+    assert live_reads.live_derived_since(scope=None, since=since) == []
 
 
 def test_a_pool_filter_over_budget_is_narrowed_to_the_last_day(tenant, make_job, monkeypatch):

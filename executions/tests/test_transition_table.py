@@ -8,10 +8,11 @@ import pytest
 from django.utils import timezone
 
 from executions import buffering, steps, transitions
-from executions.models import Execution, ExecutionEvent, Run
+from executions.models import Execution, Run
 from executions.states import TRANSITIONS, InvalidTransition
 from executions.states import ExecutionState as S
 from store import Success
+from testing import harness
 
 LEASE = timedelta(seconds=30)
 
@@ -190,7 +191,7 @@ def test_each_named_transition_moves_exactly_the_states_it_accepts(name, tenant,
         execution = _as_a_step(job.executions.get(), now)
         put_in(execution, now)
         assert Execution.objects.get(pk=execution.pk).state == state
-        events = ExecutionEvent.objects.filter(execution=execution).count()
+        events = len(harness.events(execution.pk))
 
         moved = _apply(name, execution, now)
 
@@ -198,9 +199,9 @@ def test_each_named_transition_moves_exactly_the_states_it_accepts(name, tenant,
         if state in sources:
             assert moved, f"{name} did not move {state} → {target}"
             assert row.state == target
-            assert ExecutionEvent.objects.filter(execution=execution).latest("id").to_state == target
+            assert harness.events(execution.pk)[-1].to_state == target
         else:
             assert not moved, f"{name} moved {state}, which it does not accept"
             assert row.state == state
-            assert ExecutionEvent.objects.filter(execution=execution).count() == events
+            assert len(harness.events(execution.pk)) == events
         job.delete()

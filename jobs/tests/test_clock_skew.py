@@ -6,7 +6,8 @@ import pytest
 from django.utils import timezone
 
 from executions.clock import db_now
-from executions.models import Execution, ExecutionEvent
+from executions.models import Execution
+from testing import harness
 
 pytestmark = pytest.mark.django_db
 
@@ -35,5 +36,5 @@ def test_defect12_delayed_job_is_due_delay_seconds_after_the_database_clock(api,
     assert before + timedelta(seconds=60) <= due <= after + timedelta(seconds=60)
     execution = Execution.objects.get(job_id=data["jobId"])
     assert execution.available_at == due
-    scheduled = ExecutionEvent.objects.get(execution=execution)
+    (scheduled,) = harness.events(execution.pk)
     assert before <= scheduled.at <= after

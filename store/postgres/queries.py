@@ -2,8 +2,11 @@
 are filled in by the store with its own fragments (never a caller's text); `%s` are parameters.
 Why each is shaped as it is, and what it saved, is in bench/README.md ("The store's shapes")."""
 
+from datetime import datetime
+
+from store.history import CREATED_BY, ROOT_STEP_MESSAGE, SCHEDULED_MESSAGE, STARTED_MESSAGE
 from store.queries import ACTIVE_JOB, MOVED_COLUMNS, RECURS
-from store.tables import FINISHED
+from store.tables import FINISHED, PENDING, QUEUED, RUNNING
 
 # A sweeper's batch: up to %s RUNNING executions matching {condition}, locked, skipping the rows
 # another sweeper holds (disjoint batches). ARRAY(…) because it is evaluated once: as `id IN
@@ -42,17 +45,86 @@ STEP_OR_JOB_TIMEOUT = (
     " (SELECT timeout_sec FROM jobs_job WHERE jobs_job.id = executions_execution.job_id))"
 )
 
-# The events of the rows an UPDATE … RETURNING id, attempt, worker_id named `moved` changed; its
-# parameters are the time, the source, the target and the message.
+# The events of the rows an UPDATE … RETURNING id, attempt, worker_id, history_derived named `moved`
+# changed by a move of the happy path: none for a row whose history is derived (store/history.py).
+# Its parameters are the time, the source, the target and the message.
 EVENTS_OF_MOVED = (
     "INSERT INTO executions_executionevent (execution_id, at, from_state, to_state, attempt, worker_id, message)"
-    " SELECT id, %s, %s, %s, attempt, worker_id, %s FROM moved"
+    " SELECT id, %s, %s, %s, attempt, worker_id, %s FROM moved WHERE NOT history_derived"
 )
-# An UPDATE of executions ({move}) with an event per row it moved; a `SETTLED` step may follow.
-WITH_EVENTS = "WITH moved AS ({move} RETURNING {returning}), events AS (" + EVENTS_OF_MOVED + ")"
+# An UPDATE of executions ({move}) on the happy path with an event per row it moved whose history
+# is rows; a `SETTLED` step may follow.
+WITH_EVENTS = "WITH moved AS ({move} RETURNING {returning}, history_derived), events AS (" + EVENTS_OF_MOVED + ")"
 SETTLED = ", settled AS ({settle})"
-# A set-based move (store.queries.MOVE_SET) with its events.
-MOVE_SET_WITH_EVENTS = "WITH moved AS ({move}), events AS (" + EVENTS_OF_MOVED + f") SELECT {MOVED_COLUMNS} FROM moved"
+# A set-based move (store.queries.MOVE_SET) on the happy path with its events.
+MOVE_SET_WITH_EVENTS = (
+    "WITH moved AS ({move}, history_derived), events AS (" + EVENTS_OF_MOVED + f") SELECT {MOVED_COLUMNS} FROM moved"
+)
+
+# A move off the happy path, in one statement: the rows it moves as they were, locked (`old`:
+# their history_derived and started_at, which a release clears), the move ({move}: an UPDATE of
+# executions … FROM old, which sets history_derived false) and, in one INSERT and in this order,
+# each row's derived events, if its history was derived (store/history.derived_events: the
+# columns still say them, started_at as it was), then the move's own event. MATERIALIZED: `old` is
+# read once, and the UPDATE joins the rows it locked. Parameters: {old}'s, then {move}'s, then
+# MATERIALISED_EVENTS's.
+OLD = (
+    "old AS MATERIALIZED (SELECT id AS old_id, history_derived AS was_derived, started_at AS was_started_at"
+    " FROM executions_execution WHERE {old} FOR UPDATE)"
+)
+# What the statement reads back of `moved` for its events, after what the caller reads.
+MATERIALISED_RETURNING = "was_derived, created_at, origin AS made_by, run_id AS made_in_run, queued_at, was_started_at"
+# Parameters: how many of the derived events the source state has (PENDING 1, QUEUED 2, RUNNING 3:
+# made, queued, started), the made event's messages (a root step's, a trigger's, an event's, else),
+# then the move's time, source, target and message.
+MATERIALISED_EVENTS = (
+    "INSERT INTO executions_executionevent (execution_id, at, from_state, to_state, attempt, worker_id, message)"
+    " SELECT m.id, ev.at, ev.from_state, ev.to_state, ev.attempt, ev.worker_id, ev.message"
+    " FROM moved m CROSS JOIN LATERAL (VALUES"
+    " (1, m.created_at, '', 'PENDING', 1, '', CASE WHEN m.made_in_run IS NOT NULL THEN %s::text"
+    " WHEN m.made_by = 'TRIGGER' THEN %s::text WHEN m.made_by = 'EVENT' THEN %s::text ELSE %s::text END),"
+    " (2, m.queued_at, 'PENDING', 'QUEUED', m.attempt, '', ''),"
+    " (3, m.was_started_at, 'QUEUED', 'RUNNING', m.attempt, m.worker_id, %s::text),"
+    " (4, %s::timestamptz, %s::text, %s::text, m.attempt, m.worker_id, %s::text)"
+    ") AS ev(n, at, from_state, to_state, attempt, worker_id, message)"
+    " WHERE ev.n = 4 OR (m.was_derived AND ev.n <= %s::integer)"
+    " ORDER BY m.id, ev.n"
+)
+
+
+def materialised_params(*, source: str, target: str, now: datetime, message: str) -> list:
+    """MATERIALISED_EVENTS's parameters for a move from `source` to `target`."""
+    return [
+        ROOT_STEP_MESSAGE,
+        CREATED_BY["TRIGGER"],
+        CREATED_BY["EVENT"],
+        SCHEDULED_MESSAGE,
+        STARTED_MESSAGE,
+        now,
+        str(source),
+        str(target),
+        message,
+        DERIVED_BEFORE.get(str(source), 0),
+    ]
+
+
+# How many of the derived events (made, queued, started) an execution in a state has.
+DERIVED_BEFORE = {PENDING: 1, QUEUED: 2, RUNNING: 3}
+
+
+MATERIALISING = "WITH " + OLD + ", moved AS ({move} RETURNING {returning}), events AS (" + MATERIALISED_EVENTS + ")"
+# A set-based move off the happy path: MATERIALISING's, over the rows in {source} matching {where}.
+MOVE_SET_MATERIALISING = (
+    "WITH "
+    + OLD.replace("{old}", "state = %s AND ({where})")
+    + ", moved AS (UPDATE executions_execution SET state = %s, updated_at = %s, history_derived = false{assignments}"
+    " FROM old WHERE executions_execution.id = old.old_id AND executions_execution.state = %s"
+    f" RETURNING {MOVED_COLUMNS}, {MATERIALISED_RETURNING}), events AS ("
+    + MATERIALISED_EVENTS
+    + f") SELECT {MOVED_COLUMNS} FROM moved"
+)
+# Where MATERIALISING's UPDATE joins `old` (its own WHERE follows).
+FROM_OLD = ' FROM old WHERE "executions_execution"."id" = old.old_id AND '
 
 # "Not finished" rather than "in an open state": a condition the state index cannot serve, so
 # the probe walks the job's few executions instead of a bitmap of every pending one. Literals:
@@ -77,7 +149,8 @@ RESET_FAILED_FIRES = (
     " WHERE jobs_job.id = {moved}.job_id AND {moved}.run_id IS NULL AND jobs_job.failed_fires > 0)"
 )
 
-# A worker's successes, each under its lease token, with their events (at each run's finish) and
+# A worker's successes, each under its lease token, with their events (at each run's finish, for
+# the rows whose history is not derived: store/history.py) and
 # the settling of their jobs ({settle}: SETTLE_JOBS over `moved`).
 SUCCEED_MANY = (
     "WITH v AS (SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::jsonb[], %s::timestamptz[])"
@@ -85,10 +158,10 @@ SUCCEED_MANY = (
     " moved AS (UPDATE executions_execution e SET state = %s, updated_at = v.finished_at,"
     " finished_at = v.finished_at, result = v.result FROM v"
     " WHERE e.id = v.id AND e.state = %s AND e.lease_token = v.lease_token"
-    f" RETURNING {', '.join('e.' + c for c in MOVED_ONE.split(', '))}, v.finished_at),"
+    f" RETURNING {', '.join('e.' + c for c in MOVED_ONE.split(', '))}, e.history_derived, v.finished_at),"
     " events AS (INSERT INTO executions_executionevent"
     " (execution_id, at, from_state, to_state, attempt, worker_id, message)"
-    " SELECT id, finished_at, %s, %s, attempt, worker_id, 'succeeded' FROM moved),"
+    " SELECT id, finished_at, %s, %s, attempt, worker_id, 'succeeded' FROM moved WHERE NOT history_derived),"
     " settled AS ({settle})" + RESET_FAILED_FIRES.format(moved="moved") + " SELECT id, job_id, tenant_id FROM moved"
 )
 
@@ -105,21 +178,18 @@ RECORD_EVENTS = (
 
 def create_fires(*, traced: bool) -> str:
     """Cron fires from arrays, ON CONFLICT on the one-per-fire index (a fire made already is no
-    error and makes no event), with the events of those made; their trace contexts only when
-    `traced` (else the column's default). Reads back how many were made."""
+    error); their trace contexts only when `traced` (else the column's default). Their history is
+    derived (store/history.py): no event row. Reads back how many were made."""
     return (
         "WITH v AS (SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::varchar[], %s::smallint[],"
         f" %s::timestamptz[]{', %s::varchar[]' if traced else ''})"
         f" AS v(job_id, tenant_id, pool, priority, scheduled_for{', traceparent' if traced else ''})),"
         " made AS (INSERT INTO executions_execution (id, job_id, tenant_id, pool, priority, origin, attempt,"
         " state, scheduled_for, available_at, lease_token, publish_count, worker_id, error, traceback,"
-        f" step, created_at, updated_at{', traceparent' if traced else ''})"
+        f" step, created_at, updated_at, history_derived{', traceparent' if traced else ''})"
         " SELECT gen_random_uuid(), v.job_id, v.tenant_id, v.pool, v.priority, %s, 1, %s, v.scheduled_for,"
-        f" v.scheduled_for, 0, 0, '', '', '', '', %s, %s{', v.traceparent' if traced else ''} FROM v"
-        " ON CONFLICT (job_id, scheduled_for, step) WHERE origin = 'SCHEDULE' DO NOTHING RETURNING id),"
-        " events AS (INSERT INTO executions_executionevent"
-        " (execution_id, at, from_state, to_state, attempt, worker_id, message)"
-        " SELECT id, %s, '', %s, 1, '', 'scheduled' FROM made)"
+        f" v.scheduled_for, 0, 0, '', '', '', '', %s, %s, true{', v.traceparent' if traced else ''} FROM v"
+        " ON CONFLICT (job_id, scheduled_for, step) WHERE origin = 'SCHEDULE' DO NOTHING RETURNING id)"
         " SELECT count(*) FROM made"
     )
 

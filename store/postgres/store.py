@@ -27,6 +27,7 @@ from django.db.models import Model
 
 from jobs.models import ONE_OFF_TYPES, Job
 from jobs.states import JobState
+from store.history import is_happy
 from store.interface import CancelListener, DueListener
 from store.postgres import queries
 from store.postgres.admission import PostgresAdmission
@@ -68,7 +69,11 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
         where: dict[str, Any] = {"id": execution_id, "state": source}
         if lease_token is not None:
             where["lease_token"] = lease_token
-        sql, params = _update_sql(self.db, where, {"state": target, "updated_at": now, **values})
+        happy = is_happy(source, target, message)
+        sets = {"state": target, "updated_at": now, **values}
+        if not happy:
+            sets["history_derived"] = False
+        sql, params = _update_sql(self.db, where, sets)
         # Inside a caller's transaction a savepoint is still taken, so a failure here rolls back
         # to it; outside one the statement is its own transaction.
         with contextlib.nullcontext() if not connection.in_atomic_block else transaction.atomic():
@@ -81,6 +86,7 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
                 message=message,
                 settle=target in FINISHED,
                 reset=target == SUCCEEDED,
+                materialise=None if happy else (execution_id, lease_token),
             )
         if len(moved) != 1:
             return None
@@ -168,11 +174,18 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
         assignment_params: Sequence[Any] = (),
         message: str = "",
     ) -> tuple[list[Moved], list[Change]]:
-        sql, sql_params = self._move_set_sql(source, target, now, where, params, assignments, assignment_params)
         # The events are written by the same statement: the moved rows never travel to Python and
         # back (bench/README.md, "The store's shapes").
-        sql = queries.MOVE_SET_WITH_EVENTS.format(move=sql)
-        sql_params += [now, str(source), str(target), message]
+        if is_happy(source, target, message):
+            sql, sql_params = self._move_set_sql(source, target, now, where, params, assignments, assignment_params)
+            sql = queries.MOVE_SET_WITH_EVENTS.format(move=sql)
+            sql_params += [now, str(source), str(target), message]
+        else:
+            sql = queries.MOVE_SET_MATERIALISING.format(
+                where=where, assignments=f", {assignments}" if assignments else ""
+            )
+            sql_params = [str(source), *params, str(target), now, *assignment_params, str(source)]
+            sql_params += queries.materialised_params(source=source, target=target, now=now, message=message)
         # No savepoint inside a caller's transaction (the dispatcher's, the sweeper's): one
         # statement needs none, and SAVEPOINT and RELEASE were two more round trips per claim.
         # Rows in binary: psycopg's C loaders read a claim's rows faster than its text ones.
@@ -300,7 +313,7 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
         if not fires:
             return 0
         # One statement for the batch: the rows as arrays, ON CONFLICT on the one-per-fire index
-        # (a fire made already is no error and makes no event), the events from what was made.
+        # (a fire made already is no error). Their history is derived: no event rows.
         # Their trace contexts are written only when tracing made some: else the column's default.
         traced = any(f.traceparent for f in fires)
         # In binary, as insert_new's arrays: their text form is written in Python, element by element.
@@ -318,8 +331,6 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
                 PENDING,
                 now,
                 now,
-                now,
-                PENDING,
             ],
             binary=True,
         )
@@ -378,14 +389,33 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
         reset: bool = False,
         returning: str = queries.MOVED_ONE,
         select: str = queries.MOVED_ONE_READ,
+        materialise: tuple[Any, int | None] | None = None,
     ) -> list[tuple]:
         """Run `update_sql` (an UPDATE of executions) with, in the same statement, an event for
         each row it moved and, with `settle`, the settling of their jobs (with `reset`, their counts
         of failed fires started again). Returns what `select`
         reads from `moved`. A worker makes two moves per run: as three to five statements each,
-        with BEGIN and COMMIT, they were most of a short run's time."""
-        sql = queries.WITH_EVENTS.format(move=update_sql, returning=returning)
-        params = [*params, now, str(source), str(target), message]
+        with BEGIN and COMMIT, they were most of a short run's time.
+
+        A move of the happy path writes no event for a row whose history is derived; one off it
+        (`materialise`: the execution's id and the lease token the move is conditional on, if
+        any) writes that row's derived events first (queries.MATERIALISING)."""
+        if materialise is None:
+            sql = queries.WITH_EVENTS.format(move=update_sql, returning=returning)
+            params = [*params, now, str(source), str(target), message]
+        else:
+            execution_id, lease_token = materialise
+            old = "id = %s AND state = %s" + ("" if lease_token is None else " AND lease_token = %s")
+            move = update_sql.replace(" WHERE ", queries.FROM_OLD, 1)
+            sql = queries.MATERIALISING.format(
+                old=old, move=move, returning=f"{returning}, {queries.MATERIALISED_RETURNING}"
+            )
+            old_params = [as_uuid(execution_id), str(source), *([] if lease_token is None else [lease_token])]
+            params = [
+                *old_params,
+                *params,
+                *queries.materialised_params(source=source, target=target, now=now, message=message),
+            ]
         if settle:
             settle_sql, settle_params = self._settle_sql(moved="moved", now=now)
             sql += queries.SETTLED.format(settle=settle_sql)

@@ -13,16 +13,19 @@ from django.db.models import Model
 
 from jobs import transitions as job_transitions
 from jobs import workflow
-from store import tables
+from store import history, queries, tables
 from store.interface import CancelListener, DueListener
 from store.rows import Change, Fire, Moved, MovedSet, Started, Success, as_uuid
 from store.shared import SharedStore
-from store.sqlite import queries
+from store.sqlite import queries as sqlite_queries
 from store.sqlite.admission import SqliteAdmission
 from store.sqlite.listeners import CancelPoller, Sleeper
 from store.sqlite.reads import SqliteReads
 from store.statements import moved_fields
-from store.tables import FINISHED, PENDING, QUEUED, RUNNING, SUCCEEDED
+from store.tables import FINISHED, QUEUED, RUNNING, SUCCEEDED
+
+# What a move off the happy path reads of a row before it writes (SharedStore._materialise).
+MATERIALISED = ("id", "state", "history_derived", *history.DERIVED_FROM)
 
 
 class SqliteStore(SqliteAdmission, SqliteReads, SharedStore):
@@ -33,14 +36,14 @@ class SqliteStore(SqliteAdmission, SqliteReads, SharedStore):
     # Whether the database's clock is another host's (db_now() measures it) or this host's.
     remote_clock: ClassVar[bool] = False
 
-    running_batch: ClassVar[str] = queries.RUNNING_BATCH
+    running_batch: ClassVar[str] = sqlite_queries.RUNNING_BATCH
 
     # How often a dispatcher must look for due work when nothing wakes it.
     due_notifications: ClassVar[bool] = False
 
     # A pool sample's bucket: whole buckets (seconds, the second parameter) since the first
     # parameter. Half a second more: julianday's arithmetic is in floating point.
-    sample_bucket: ClassVar[str] = queries.SAMPLE_BUCKET
+    sample_bucket: ClassVar[str] = sqlite_queries.SAMPLE_BUCKET
 
     def move(
         self,
@@ -55,26 +58,37 @@ class SqliteStore(SqliteAdmission, SqliteReads, SharedStore):
     ) -> Change | None:
         """UPDATE one execution from `source` to `target` (under `lease_token`, when given) with
         `values`, write its event and, on a terminal state, settle its job. Returns the change,
-        or None when the row was not in `source` (nothing written)."""
+        or None when the row was not in `source` (nothing written). A move of the happy path
+        writes no event for a row whose history is derived; one off it writes that history as
+        rows first (store/history.py): one writer at a time, so what is read here is what the
+        update then changes."""
         where: dict[str, Any] = {"id": execution_id, "state": source}
         if lease_token is not None:
             where["lease_token"] = lease_token
+        happy = history.is_happy(source, target, message)
         with transaction.atomic():
             executions = tables.execution()._default_manager
+            if not happy:
+                before = executions.filter(**where).values(*MATERIALISED).first()
+                if before is None:
+                    return None
+                self._materialise([before])
+                values = {**values, "history_derived": False}
             if executions.filter(**where).update(state=target, updated_at=now, **values) != 1:
                 return None
             row = (
                 tables.execution()
-                ._default_manager.values("attempt", "worker_id", "job_id", "tenant_id", "run_id")
+                ._default_manager.values("attempt", "worker_id", "job_id", "tenant_id", "run_id", "history_derived")
                 .get(pk=execution_id)
             )
-            self.record_events(
-                [(execution_id, row["attempt"], row["worker_id"])],
-                source=source,
-                target=target,
-                now=now,
-                message=message,
-            )
+            if not row["history_derived"]:
+                self.record_events(
+                    [(execution_id, row["attempt"], row["worker_id"])],
+                    source=source,
+                    target=target,
+                    now=now,
+                    message=message,
+                )
             if target in FINISHED:
                 self.settle_jobs(job_ids=[row["job_id"]], now=now)
             if target == SUCCEEDED and row["run_id"] is None:  # a workflow run's is its settling's
@@ -161,13 +175,31 @@ class SqliteStore(SqliteAdmission, SqliteReads, SharedStore):
     ) -> MovedSet:
         """Move every execution in `source` matching `where` (SQL over the executions table) to
         `target` in one UPDATE … RETURNING, with `assignments` (SQL SET clauses), and write their
-        events and, on a finished state, settle their jobs."""
-        sql, sql_params = self._move_set_sql(source, target, now, where, params, assignments, assignment_params)
+        events and, on a finished state, settle their jobs. As `move`: a move of the happy path
+        writes no event for a row whose history is derived, one off it writes that history first
+        (the rows it will move are read first, and then moved by their ids)."""
+        executions = tables.execution()._default_manager
+        happy = history.is_happy(source, target, message)
         with transaction.atomic(savepoint=False):
+            if not happy:
+                ids = [row[0] for row in self.fetch(queries.IDS_IN_STATE.format(where=where), [str(source), *params])]
+                if not ids:
+                    return [], []
+                where, params = self._id_in(ids)
+                before = list(executions.filter(id__in=[as_uuid(i) for i in ids]).values(*MATERIALISED))
+                self._materialise(before)
+                assignments = f"{assignments}, history_derived = %s" if assignments else "history_derived = %s"
+                assignment_params = [*assignment_params, False]
+            sql, sql_params = self._move_set_sql(source, target, now, where, params, assignments, assignment_params)
             moved = [Moved(*row) for row in self.fetch(sql, sql_params, read_as=moved_fields())]
+            derived = set()
+            if moved and happy:
+                derived = set(
+                    executions.filter(id__in=[m.id for m in moved], history_derived=True).values_list("id", flat=True)
+                )
             if moved:
                 self.record_events(
-                    [(m.id, m.attempt, m.worker_id) for m in moved],
+                    [(m.id, m.attempt, m.worker_id) for m in moved if m.id not in derived],
                     source=source,
                     target=target,
                     now=now,
@@ -227,7 +259,7 @@ class SqliteStore(SqliteAdmission, SqliteReads, SharedStore):
         )
 
     def create_fires(self, fires: Sequence[Fire], *, now: datetime) -> int:
-        """Insert a PENDING execution (origin SCHEDULE) and its first event for each of `fires`,
+        """Insert a PENDING execution (origin SCHEDULE), its history derived, for each of `fires`,
         skipping a fire that exists already (the unique index execution_one_per_fire_step decides,
         so two claims can never make one fire twice); a constant number of statements however
         many. Returns how many were made."""
@@ -251,10 +283,8 @@ class SqliteStore(SqliteAdmission, SqliteReads, SharedStore):
             return 0
         # INSERT OR IGNORE: the rows it skipped are told apart by their ids, which are ours.
         execution._default_manager.bulk_create(made, ignore_conflicts=True)
-        kept = set(execution._default_manager.filter(pk__in=[e.pk for e in made]).values_list("pk", flat=True))
-        made_rows = [(i, 1, "") for i in kept]
-        self.record_events(made_rows, source="", target=PENDING, now=now, message="scheduled")
-        return len(kept)
+        # Their history is derived (store/history.py): no event rows.
+        return execution._default_manager.filter(pk__in=[e.pk for e in made]).count()
 
     def advance_jobs(self, next_fires: Mapping[Any, datetime]) -> None:
         """Record each job's next fire (job id: time), in one statement."""

@@ -19,6 +19,7 @@ from jobs.models import Job
 from pools.models import RateLimit
 from pools.rate_limits import Limit
 from store import Fire, Store, Success, store
+from testing import harness
 
 pytestmark = [pytest.mark.store, pytest.mark.django_db]
 
@@ -75,6 +76,12 @@ def _running_fire(make_job, tenant, now) -> Execution:
 
 
 def _events(execution) -> list[tuple[str, str, str]]:
+    """Its history as written (rows, or told by its columns: store/history.py)."""
+    return [(e.from_state, e.to_state, e.message) for e in harness.events(execution.pk)]
+
+
+def _rows(execution) -> list[tuple[str, str, str]]:
+    """Its history's rows only."""
     return list(
         ExecutionEvent.objects.filter(execution_id=execution.pk)
         .order_by("id")
@@ -378,7 +385,83 @@ def test_record_events_appends_history(tenant, make_job, now):
 
     store().record_events([(execution.pk, 1, "w")], source=S.PENDING, target=S.PENDING, now=now, message="note")
 
-    assert _events(execution)[-1] == (S.PENDING, S.PENDING, "note")
+    assert _rows(execution)[-1] == (S.PENDING, S.PENDING, "note")
+
+
+# --- the history: told by the columns on the happy path, rows off it (store/history.py) ------------------
+
+
+def test_a_happy_run_writes_no_history_row_and_its_columns_tell_it(tenant, make_job, now):
+    running = _running(make_job, tenant, now)
+    done = now + timedelta(seconds=1)
+    store().succeed_many([Success(running.pk, running.lease_token, 1, done)], now=done, result_of=lambda s: s.result)
+
+    row = Execution.objects.get(pk=running.pk)
+    assert (row.state, row.history_derived, _rows(row)) == (S.SUCCEEDED, True, [])
+    assert [(e.at, e.from_state, e.to_state, e.attempt, e.worker_id, e.message) for e in harness.events(row.pk)] == [
+        (now - timedelta(minutes=2), "", S.PENDING, 1, "", "scheduled"),
+        (now, S.PENDING, S.QUEUED, 1, "", ""),
+        (now, S.QUEUED, S.RUNNING, 1, "h:1", "started"),
+        (done, S.RUNNING, S.SUCCEEDED, 1, "h:1", "succeeded"),
+    ]
+
+
+def test_a_move_off_the_happy_path_writes_the_history_so_far_as_rows_first(tenant, make_job, now):
+    """One move (a release, which clears the started_at the history reads), a set of moves (a
+    rescue), and the events that are not moves (a cancel request, a publish again) each write the
+    derived events as rows before their own, in order, and leave the history rows from then on."""
+    later = now + LEASE + timedelta(seconds=1)
+    made, queued, started = ("", S.PENDING, "scheduled"), (S.PENDING, S.QUEUED, ""), (S.QUEUED, S.RUNNING, "started")
+
+    released = _running(make_job, tenant, now)
+    assert store().move(
+        execution_id=released.pk,
+        source=S.RUNNING,
+        target=S.PENDING,
+        now=later,
+        lease_token=released.lease_token,
+        message="bye",
+        values={"available_at": later, "lease_expires_at": None, "timeout_at": None, "started_at": None},
+    )
+    assert _rows(released) == [made, queued, started, (S.RUNNING, S.PENDING, "bye")]
+    row = ExecutionEvent.objects.get(execution_id=released.pk, to_state=S.RUNNING)
+    assert (row.at, row.worker_id) == (now, "h:1")
+    store().queue([released.pk], now=later, republish_at=later + LEASE)
+    assert _rows(released)[-1] == queued  # rows from then on
+    assert not Execution.objects.get(pk=released.pk).history_derived
+
+    lost = _running(make_job, tenant, now)
+    rescued, _ = store().rescue_lost(now=later, limit=10, error="lost", error_fingerprint="f")
+    assert lost.pk in {m.id for m in rescued}
+    assert _rows(lost) == [made, queued, started, (S.RUNNING, S.FAILED_WORKER_LOST, "lost")]
+
+    asked = _running(make_job, tenant, now + timedelta(seconds=60))
+    assert store().request_cancel(execution_id=asked.pk, now=later, message="please")
+    assert _rows(asked) == [made, queued, started, (S.RUNNING, S.RUNNING, "please")]
+
+    stalled = _queued(make_job, tenant, now)
+    assert stalled.pk in {r.id for r in store().republish_stalled(now=later, grace_seconds=30, limit=10)}
+    assert _rows(stalled)[:2] == [made, queued]
+    assert _rows(stalled)[2][:2] == (S.QUEUED, S.QUEUED)
+
+    pending = _execution(make_job, tenant, now)
+    assert store().move(
+        execution_id=pending.pk, source=S.PENDING, target=S.CANCELLED, now=later, message="no", values={}
+    )
+    assert _rows(pending) == [made, (S.PENDING, S.CANCELLED, "no")]
+    assert not any(Execution.objects.filter(pk__in=[lost.pk, asked.pk, stalled.pk, pending.pk], history_derived=True))
+
+
+def test_a_history_written_as_rows_before_is_read_as_rows_only(tenant, make_job, now):
+    """An execution made before its history could be derived (migrated with history_derived
+    false) keeps its rows, and its columns add nothing to them: no event is read twice."""
+    execution = _execution(make_job, tenant, now)
+    Execution.objects.filter(pk=execution.pk).update(history_derived=False)
+    store().record_events([(execution.pk, 1, "")], source="", target=S.PENDING, now=now, message="scheduled")
+    store().queue([execution.pk], now=now, republish_at=now + LEASE)
+
+    assert _rows(execution) == [("", S.PENDING, "scheduled"), (S.PENDING, S.QUEUED, "")]
+    assert _events(execution) == _rows(execution)
 
 
 def test_create_fires_makes_each_fire_once(tenant, make_job, now):

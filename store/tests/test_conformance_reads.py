@@ -76,7 +76,11 @@ def test_walk_counts_counts_each_capped_walk_in_one_statement(tenant, make_job, 
 
 
 def test_live_cursors_are_the_newest_event_and_audit_row(tenant, make_job, now):
+    from executions import transitions
+
     execution = _execution(make_job, tenant, now)
+    # Off the happy path, so that its history is rows (store/history.py).
+    assert transitions.cancel(execution_id=execution.pk, now=now, reason="test")
 
     event_id, audit_id = store().live_cursors()
 

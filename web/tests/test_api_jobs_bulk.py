@@ -10,9 +10,10 @@ from django.core.cache import cache
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from executions.models import Execution, ExecutionEvent
+from executions.models import Execution
 from jobs import cron
 from jobs.models import Job
+from testing import harness
 from web.json_input import MAX_DEPTH
 from web.tests.test_api_jobs import BAD_BODIES, JOB_FIELDS, RUN_AT, cron_body, delayed_body, once_body, parse
 
@@ -22,7 +23,7 @@ URL = "/v1/jobs/bulk"
 
 
 def counts() -> tuple[int, int, int]:
-    return Job.objects.count(), Execution.objects.count(), ExecutionEvent.objects.count()
+    return Job.objects.count(), Execution.objects.count(), harness.events_count()
 
 
 def bulk(client, items, **headers):
@@ -58,7 +59,7 @@ def test_a_batch_answers_201_with_its_jobs_in_order_each_as_post_v1_jobs_answers
         assert (execution.state, execution.attempt, execution.origin) == ("PENDING", 1, "SCHEDULE")
         assert execution.tenant_id == tenant.pk
         assert execution.scheduled_for == execution.available_at == parse(job["nextFireAt"])
-        (event,) = ExecutionEvent.objects.filter(execution=execution)
+        (event,) = harness.events(execution.pk)
         assert (event.from_state, event.to_state, event.attempt) == ("", "PENDING", 1)
 
 

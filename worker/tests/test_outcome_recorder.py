@@ -13,6 +13,7 @@ from django.utils import timezone
 import testing.handlers_for_tests  # noqa: F401  (registers test-atomic-noop)
 from executions.models import Execution
 from store import Success
+from testing import harness
 from testing.steps import claim
 from worker import outcomes, runner, tasks
 
@@ -46,7 +47,7 @@ def test_a_deferred_success_is_recorded_by_the_recorder(tenant, make_job):
     execution = Execution.objects.get(pk=sent.execution_id)
     assert execution.state == "SUCCEEDED" and execution.finished_at is not None
     assert execution.job.state == "COMPLETED"
-    assert list(execution.events.values_list("to_state", flat=True)) == ["PENDING", "QUEUED", "RUNNING", "SUCCEEDED"]
+    assert [to for _, to in harness.history(execution.pk)] == ["PENDING", "QUEUED", "RUNNING", "SUCCEEDED"]
 
 
 def test_a_deferred_success_after_the_lease_moved_on_is_discarded(tenant, make_job, caplog):
