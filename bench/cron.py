@@ -30,7 +30,8 @@ from jobs import cron
 SPREAD = "H * * * *"  # once an hour, at a minute of the job's own
 
 # Cron jobs and their first fires, in one statement: `schedules[i]` for the i-th job, first fire
-# `fires[i]`, tenant `tenants[i]`; executions' first events as executions.transitions.create writes.
+# `fires[i]`, tenant `tenants[i]`; the executions as executions.transitions.create makes them (their
+# history derived: no event row, store/history.py).
 _CRON_JOBS_SQL = """
 WITH v AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(tenants)s::bigint[], %(schedules)s::varchar[], %(fires)s::timestamptz[])
@@ -46,14 +47,14 @@ WITH v AS (
     RETURNING id, tenant_id, next_fire_at
 ), e AS (
     INSERT INTO executions_execution (id, job_id, tenant_id, pool, priority, origin, attempt, state, scheduled_for,
-        available_at, lease_token, publish_count, worker_id, error, traceback, step, created_at, updated_at)
+        available_at, lease_token, publish_count, worker_id, error, traceback, step, created_at, updated_at,
+        history_derived)
     SELECT gen_random_uuid(), j.id, j.tenant_id, 'default', 1, 'SCHEDULE', 1, 'PENDING', j.next_fire_at,
-        j.next_fire_at, 0, 0, '', '', '', '', %(now)s, %(now)s
+        j.next_fire_at, 0, 0, '', '', '', '', %(now)s, %(now)s, true
     FROM j
     RETURNING id
 )
-INSERT INTO executions_executionevent (execution_id, at, from_state, to_state, attempt, worker_id, message)
-SELECT e.id, %(now)s, '', 'PENDING', 1, '', 'scheduled' FROM e"""
+SELECT count(*) FROM e"""
 
 
 class Cron:
