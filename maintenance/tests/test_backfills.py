@@ -29,8 +29,8 @@ def test_each_pass_keeps_max_concurrent_runs_unfinished_until_done(tenant, make_
     )
     service = Backfills()
     passes = []
-    for _ in range(6):
-        passes.append(service.run_once(now=now))
+    for second in range(6):  # a pass a second: what each made is told apart by its created_at
+        passes.append(service.run_once(now=now + timedelta(seconds=second)))
         for execution in Execution.objects.filter(origin=Origin.BACKFILL, state=S.PENDING):
             drive(execution, S.SUCCEEDED)
     assert passes == [
@@ -42,11 +42,16 @@ def test_each_pass_keeps_max_concurrent_runs_unfinished_until_done(tenant, make_
         Backfilled(),
     ]
     backfill.refresh_from_db()
-    assert (backfill.state, backfill.finished_at) == ("DONE", now)
-    made = (
-        Execution.objects.filter(origin=Origin.BACKFILL).order_by("created_at").values_list("scheduled_for", flat=True)
-    )
-    assert list(made) == [DAY + timedelta(hours=h) for h in range(5)]
+    assert (backfill.state, backfill.finished_at) == ("DONE", now + timedelta(seconds=3))
+    made: dict[datetime, set[datetime]] = {}
+    for created, fire in Execution.objects.filter(origin=Origin.BACKFILL).values_list("created_at", "scheduled_for"):
+        made.setdefault(created, set()).add(fire)
+    # Oldest first, two at a time: an execution's created_at is the `now` of the pass that made it.
+    assert [made[at] for at in sorted(made)] == [
+        {DAY, DAY + timedelta(hours=1)},
+        {DAY + timedelta(hours=h) for h in (2, 3)},
+        {DAY + timedelta(hours=4)},
+    ]
 
 
 def test_a_cancelled_jobs_backfill_is_cancelled(tenant, make_job):
