@@ -88,8 +88,12 @@ class Legacy:
         )
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
+                # A node name of its own: its remote-control queue on RabbitMQ is exclusive to one
+                # connection, and "celery@<host>" was shared by every legacy worker (the import
+                # test's on another xdist worker, or the last test's still closing): the second
+                # failed with RESOURCE_LOCKED.
                 [sys.executable, "-m", "celery", "-A", "legacy_billing", "worker", "-Q", self.queue, "-c", "2",
-                 "--without-mingle", "--without-gossip", "-l", "INFO"],
+                 "-n", f"{self.queue}@%h", "--without-mingle", "--without-gossip", "-l", "INFO"],
                 cwd=home, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
         # Ready, or gone: a worker that exited (or never got ready) fails the test with its log,
