@@ -36,7 +36,7 @@ class ScopedRequest(HttpRequest):
     """A request that `operator_view` let through, with the caller's tenant scope on it."""
 
     tenant_scope: list[int] | None
-    live_cursors: tuple[int, int] | None  # (execution events, job changes), read as it came in
+    live_cursors: tuple[int, int, float] | None  # (execution events, job changes, time), read as it came in
 
 
 def operator_view(view):
@@ -67,7 +67,7 @@ def render_page(request: ScopedRequest, template: str, context: dict) -> HttpRes
     """Render a page with what every page shows: the dead-letter badge, the firing alerts' banner
     and the live cursor."""
     scope = request.tenant_scope
-    live_after, live_jobs_after = getattr(request, "live_cursors", None) or job_changes.live_cursors()
+    live_after, live_jobs_after, live_at = getattr(request, "live_cursors", None) or job_changes.live_cursors()
     dead, dead_exact = selectors.capped_count(
         execution_list(scope=scope).filter(state=ExecutionState.DEAD), cap=NAV_DEAD_CAP, estimate=False
     )
@@ -79,6 +79,7 @@ def render_page(request: ScopedRequest, template: str, context: dict) -> HttpRes
         live_refresh="X-Live-Refresh" in request.headers,
         live_after=live_after,
         live_jobs_after=live_jobs_after,
+        live_at=f"{live_at:.3f}",
         is_staff=scope is None,
         tenants=selectors.tenants_in_scope(scope=scope),
         **banner_context(scope),

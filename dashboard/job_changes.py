@@ -12,6 +12,7 @@ from typing import Any
 from django.db.models import Max
 
 from audit.models import AuditEntry, AuditOutcome
+from executions.clock import db_now
 from jobs.models import Job
 from store import store
 
@@ -21,10 +22,14 @@ def latest_audit_id() -> int:
     return AuditEntry.objects.aggregate(top=Max("id"))["top"] or 0
 
 
-def live_cursors() -> tuple[int, int]:
+def live_cursors() -> tuple[int, int, float]:
     """Where a page's live feed starts: the newest execution event's id and the newest audit
-    row's, in one statement (each a walk of one primary key entry); every page renders them."""
-    return store().live_cursors()
+    row's, in one statement (each a walk of one primary key entry), and the database's time
+    (seconds since the epoch) read before them, where its derived events start (they have no id:
+    store/history.py); every page renders them."""
+    at = db_now().timestamp()
+    event_id, audit_id = store().live_cursors()
+    return event_id, audit_id, at
 
 
 def job_changes_after(*, scope: list[int] | None, after: int, limit: int = 500) -> list[dict[str, Any]]:

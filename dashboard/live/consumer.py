@@ -1,7 +1,8 @@
 """The dashboard's WebSocket: pushes execution state changes and job-level changes to the open pages.
 
-`ws/dashboard/live/?after=<event id>`: the page passes the newest event id it was rendered
-with, so nothing that happened between the render and the connection is missed. Messages to
+`ws/dashboard/live/?after=<event id>&at=<time>`: the page passes the newest event id it was
+rendered with and the time it was rendered at (the derived events, which have no id, are those
+after it), so nothing that happened between the render and the connection is missed. Messages to
 the browser: {"type": "events", "events": [{id, executionId, jobId, tenantId, runId (a workflow
 step's run, else null), from, to, attempt, at, worker, message}, ...]}, oldest first, only of the caller's tenants;
 and with `&jobs_after=<audit row id>`, {"type": "jobs", "jobs": [{id, jobId, tenantId, action, state}, ...]}: a
@@ -10,6 +11,7 @@ See dashboard/live/feed.py for where the events come from in each mode.
 """
 
 import logging
+import math
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -42,7 +44,11 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             except Exception:  # the layer only speeds updates up; the feed's poll still runs
                 logger.warning("live: channel layer unavailable; polling only", exc_info=True)
         await self.feed.subscribe(
-            self, scope=self.tenant_scope, after=_after(self.scope), jobs_after=_after(self.scope, "jobs_after")
+            self,
+            scope=self.tenant_scope,
+            after=_after(self.scope),
+            jobs_after=_after(self.scope, "jobs_after"),
+            at=_at(self.scope),
         )
 
     async def disconnect(self, code: int) -> None:
@@ -71,6 +77,17 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
 
     async def deliver_jobs(self, jobs: list[dict[str, Any]]) -> None:
         await self.send_json({"type": "jobs", "jobs": jobs})
+
+
+def _at(scope: dict[str, Any]) -> float | None:
+    """`at`: the time (seconds since the epoch) the page was rendered at, or of the newest derived
+    event it was sent."""
+    query = parse_qs(scope.get("query_string", b"").decode())
+    try:
+        at = float(query["at"][0])
+    except (KeyError, ValueError, IndexError):
+        return None
+    return at if math.isfinite(at) else None
 
 
 def _after(scope: dict[str, Any], name: str = "after") -> int | None:

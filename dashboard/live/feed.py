@@ -31,8 +31,10 @@ columns, and each of its moves sets its `updated_at`. So each poll also reads th
 whose history is derived and that changed since a second cursor, a time (each subscriber's
 newest derived event, DERIVED_SLACK back for a late commit: its time is the move's, taken before
 its commit), and hands out their events that are new to each subscriber (`id` null: they have no
-row; told apart by execution, move, attempt and time). A page that passes `after` gets those of
-the last REPLAY_SECONDS too, as it gets the rows since `after`.
+row; told apart by execution, move, attempt and time). A page passes the time it was rendered at
+(or, reconnecting, of the newest derived event it got) and gets those after it, DERIVED_SLACK back
+and at most REPLAY_SECONDS back; a client that passes `after` alone, those of the last
+REPLAY_SECONDS.
 """
 
 import asyncio
@@ -142,12 +144,22 @@ class Feed:
         self._task: asyncio.Task | None = None
 
     async def subscribe(
-        self, subscriber: Subscriber, *, scope: list[int] | None, after: int | None, jobs_after: int | None = None
+        self,
+        subscriber: Subscriber,
+        *,
+        scope: list[int] | None,
+        after: int | None,
+        jobs_after: int | None = None,
+        at: float | None = None,
     ) -> None:
         latest = await database_sync_to_async(live_reads.latest_event_id)()
         start = latest if after is None else max(min(after, latest), latest - MAX_REPLAY)
         now = await database_sync_to_async(db_now)()
-        derived_after = now - timedelta(seconds=DERIVED_SLACK if after is None else REPLAY_SECONDS)
+        if at is None:
+            derived_after = now - timedelta(seconds=DERIVED_SLACK if after is None else REPLAY_SECONDS)
+        else:  # what came after the page's render (or its newest derived event), DERIVED_SLACK back
+            since = min(datetime.fromtimestamp(at, UTC), now) - timedelta(seconds=DERIVED_SLACK)
+            derived_after = max(since, now - timedelta(seconds=REPLAY_SECONDS))
         latest_audit = await database_sync_to_async(job_changes.latest_audit_id)()
         jobs_start = (
             latest_audit if jobs_after is None else max(min(jobs_after, latest_audit), latest_audit - MAX_REPLAY)

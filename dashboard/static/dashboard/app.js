@@ -300,6 +300,8 @@
   var body = document.body;
   var after = Number(body.getAttribute("data-live-after") || 0);
   var jobsAfter = Number(body.getAttribute("data-live-jobs-after") || 0);
+  // The derived events (a happy run's, told by its columns) have no id: their cursor is a time.
+  var liveAt = Number(body.getAttribute("data-live-at") || 0);
   var statusEl = document.querySelector("[data-live-status]");
   var socket = null, retry = 0;
   var dirty = {}, inFlight = false, lastRefresh = 0, refreshTimer = null;
@@ -315,7 +317,7 @@
     var path = body.getAttribute("data-live-path");
     if (!path || !window.WebSocket) return;
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
-    socket = new WebSocket(scheme + location.host + path + "?after=" + after + "&jobs_after=" + jobsAfter);
+    socket = new WebSocket(scheme + location.host + path + "?after=" + after + "&jobs_after=" + jobsAfter + (liveAt ? "&at=" + liveAt : ""));
     socket.onopen = function () { retry = 0; setStatus("live", "Live"); };
     socket.onmessage = function (m) {
       var msg;
@@ -345,6 +347,7 @@
     if (!events.length) return;
     events.forEach(function (e) {
       after = Math.max(after, e.id);
+      if (e.id === null) liveAt = Math.max(liveAt, Date.parse(e.at) / 1000 || 0);
       document.querySelectorAll('[data-exec="' + e.executionId + '"]').forEach(function (badge) {
         if (badge.getAttribute("data-state") === e.to) return;
         badge.setAttribute("data-state", e.to);
