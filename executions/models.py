@@ -149,7 +149,10 @@ class Execution(models.Model):
                 condition=Q(state="PENDING", rate_turn_at__isnull=False),
                 name="execution_turn",
             ),
-            models.Index(fields=["lease_expires_at"], condition=Q(state="RUNNING"), name="execution_lease"),
+            # Every RUNNING row, by its timeout: the sweeper's three reads (store/queries.py
+            # TIMED_OUT by range; LEASE_EXPIRED and CANCEL_UNHEEDED walk it whole, RUNNING rows
+            # being bounded by the workers' slots). No index holds `lease_expires_at` or
+            # `heartbeat_at`, so a heartbeat, which writes only those, can be a HOT update.
             models.Index(fields=["timeout_at"], condition=Q(state="RUNNING"), name="execution_timeout"),
             models.Index(fields=["republish_at"], condition=Q(state="QUEUED"), name="execution_republish"),
             models.Index(fields=["job", "-scheduled_for"], name="execution_job_history"),

@@ -30,7 +30,9 @@ STEPS_OF_RUN = "run_id = %s AND step IN ({names})"
 # The ids of the executions in a state matching {where}: the rows a set-based move will move.
 IDS_IN_STATE = "SELECT id FROM executions_execution WHERE state = %s AND ({where})"
 
-# The sweeper's conditions, each over RUNNING executions.
+# The sweeper's conditions, each over RUNNING executions, read through execution_timeout (every
+# RUNNING row; bounded by the workers' slots): TIMED_OUT as a range of it, the other two by a walk of
+# it all. No index on lease_expires_at, so that a HEARTBEAT is a HOT update (executions/models.py).
 LEASE_EXPIRED = "lease_expires_at < %s AND cancel_requested_at IS NULL"
 TIMED_OUT = "timeout_at < %s AND cancel_requested_at IS NULL"
 CANCEL_UNHEEDED = "cancel_requested_at IS NOT NULL AND (cancel_requested_at < %s OR lease_expires_at < %s)"

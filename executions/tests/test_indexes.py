@@ -1,0 +1,42 @@
+"""What the execution table's indexes cost the writes that are most frequent: a heartbeat, one per
+running execution every few seconds, writes no index entry (a HOT update), because no index holds
+a column it changes (executions/models.py, Execution.Meta.indexes)."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+
+from executions.models import Execution
+from store import store
+
+pytestmark = pytest.mark.django_db
+
+LEASE = timedelta(seconds=30)
+
+
+def _hot_updates() -> tuple[int, int]:
+    """This transaction's updates of executions_execution so far, and of them HOT."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = 'executions_execution'"
+        )
+        return cursor.fetchone()
+
+
+def test_a_heartbeat_is_a_hot_update(tenant, make_job, now):
+    if connection.vendor != "postgresql":
+        pytest.skip("HOT updates are PostgreSQL's")
+    execution = make_job(tenant, run_at=now - timedelta(minutes=1), now=now - timedelta(minutes=2)).executions.get()
+    (moved,), _ = store().queue([execution.pk], now=now, republish_at=now + LEASE)
+    started = {"started_at": now, "heartbeat_at": now, "worker_id": "h:1", "republish_at": None}
+    assert store().start(execution_id=execution.pk, lease_token=moved.lease_token, now=now, lease=LEASE, values=started)
+    before = _hot_updates()
+
+    for beat in range(1, 4):
+        later = now + timedelta(seconds=5 * beat)
+        assert store().heartbeat(execution_id=execution.pk, lease_token=moved.lease_token, now=later, lease=LEASE)
+
+    updates, hot = (after - first for after, first in zip(_hot_updates(), before, strict=True))
+    assert (updates, hot) == (3, 3)
+    assert Execution.objects.get(pk=execution.pk).lease_expires_at == now + timedelta(seconds=15) + LEASE
