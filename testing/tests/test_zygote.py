@@ -56,6 +56,7 @@ def test_a_forked_role_runs_with_its_own_argv_environment_directory_and_session(
 
 
 def test_a_module_run_with_dash_m_sees_its_arguments(tmp_path):
+    (tmp_path / "in.json").write_text('{"b": 1, "a": 2}')
     with open(tmp_path / "out.log", "wb") as log:
         role = zygote.spawn(
             [sys.executable, "-m", "json.tool", "--sort-keys", str(tmp_path / "in.json")],
@@ -63,7 +64,6 @@ def test_a_module_run_with_dash_m_sees_its_arguments(tmp_path):
             env=_env(),
             stdout=log,
         )
-    (tmp_path / "in.json").write_text('{"b": 1, "a": 2}')
     assert role.wait(timeout=30) == 0
     assert (tmp_path / "out.log").read_text().index('"a"') < (tmp_path / "out.log").read_text().index('"b"')
 
