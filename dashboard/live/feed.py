@@ -32,8 +32,11 @@ whose history is derived and that changed since a second cursor, a time (each su
 newest derived event, DERIVED_SLACK back for a late commit: its time is the move's, taken before
 its commit), and hands out their events that are new to each subscriber (`id` null: they have no
 row; told apart by execution, move, attempt and time). A page passes the time it was rendered at
-(or, reconnecting, of the newest derived event it got) and gets those after it, DERIVED_SLACK back
-and at most REPLAY_SECONDS back; a client that passes `after` alone, those of the last
+(or, reconnecting, of the newest derived event it got) and gets those after it (at most
+REPLAY_SECONDS back): what it rendered it does not get again, which would make it re-read its live
+regions as it opens. (A move whose time is before the render but whose commit is after its reads
+is missed there, as a row whose id is below the page's `after` and commits after it is: the
+region is re-read at its next change.) A client that passes `after` alone gets those of the last
 REPLAY_SECONDS.
 """
 
@@ -157,8 +160,8 @@ class Feed:
         now = await database_sync_to_async(db_now)()
         if at is None:
             derived_after = now - timedelta(seconds=DERIVED_SLACK if after is None else REPLAY_SECONDS)
-        else:  # what came after the page's render (or its newest derived event), DERIVED_SLACK back
-            since = min(datetime.fromtimestamp(at, UTC), now) - timedelta(seconds=DERIVED_SLACK)
+        else:  # what came after the page's render (or its newest derived event): it showed the rest
+            since = min(datetime.fromtimestamp(at, UTC), now)
             derived_after = max(since, now - timedelta(seconds=REPLAY_SECONDS))
         latest_audit = await database_sync_to_async(job_changes.latest_audit_id)()
         jobs_start = (
