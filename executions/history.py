@@ -21,18 +21,7 @@ def derived(execution: Execution) -> list[ExecutionEvent]:
     """The events `execution`'s columns tell; [] when its history is rows."""
     if not execution.history_derived:
         return []
-    return [
-        ExecutionEvent(
-            execution_id=execution.pk,
-            at=event.at,
-            from_state=event.from_state,
-            to_state=event.to_state,
-            attempt=event.attempt,
-            worker_id=event.worker_id,
-            message=event.message,
-        )
-        for event in history.derived_events(execution, state=execution.state)
-    ]
+    return history.event_models(ExecutionEvent, execution.pk, execution, state=execution.state)
 
 
 def timeline(execution: Execution) -> list[ExecutionEvent]:

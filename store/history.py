@@ -95,6 +95,23 @@ def derived_events(row: Any, *, state: str) -> list[Event]:
     return events
 
 
+def event_models(model: Any, execution_id: Any, row: Any, *, state: str) -> list[Any]:
+    """`derived_events` of `row` as unsaved instances of `model` (ExecutionEvent): what the store
+    writes when it materialises a history, and what its readers show of a derived one."""
+    return [
+        model(
+            execution_id=execution_id,
+            at=e.at,
+            from_state=e.from_state,
+            to_state=e.to_state,
+            attempt=e.attempt,
+            worker_id=e.worker_id,
+            message=e.message,
+        )
+        for e in derived_events(row, state=state)
+    ]
+
+
 def as_row(values: Mapping[str, Any]) -> Any:
     """A mapping of DERIVED_FROM's columns as `derived_events` reads a row."""
     return _Row(**{name: values[name] for name in DERIVED_FROM})

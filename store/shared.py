@@ -210,18 +210,10 @@ class SharedStore(RateLimitOperations, Statements, Store):
         the same transaction, before the move that would overwrite what they were read from."""
         event = tables.execution_event()
         events = [
-            event(
-                execution_id=row["id"],
-                at=e.at,
-                from_state=e.from_state,
-                to_state=e.to_state,
-                attempt=e.attempt,
-                worker_id=e.worker_id,
-                message=e.message,
-            )
+            made
             for row in rows
             if row["history_derived"]
-            for e in history.derived_events(history.as_row(row), state=row["state"])
+            for made in history.event_models(event, row["id"], history.as_row(row), state=row["state"])
         ]
         if events:
             event._default_manager.bulk_create(events)
