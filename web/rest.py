@@ -3,15 +3,18 @@
 import difflib
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import Q, QuerySet
 from rest_framework import ISO_8601, exceptions, renderers, serializers, status
 from rest_framework.fields import is_simple_callable
-from rest_framework.pagination import CursorPagination
+from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.parsers import BaseParser
 from rest_framework.settings import api_settings
 from rest_framework.utils import json
+from rest_framework.utils.urls import remove_query_param
 
 from web import json_input
 
@@ -236,7 +239,14 @@ def _unknown_parameter(name: str, known: list[str]) -> str:
 class Pagination(CursorPagination):
     """Cursor pages: stable under inserts, and no COUNT(*) over millions of rows. A page of a
     list is always in the list's own order (newest first): there is no `ordering` to choose, and
-    a parameter the list does not know is refused (`refuse_unknown_parameters`)."""
+    a parameter the list does not know is refused (`refuse_unknown_parameters`).
+
+    Rows that tie on the list's order key (a bulk request's jobs share one `created_at`, a
+    midnight herd's executions one `scheduledFor`) are in primary key order, and a cursor names
+    the row a page ends at by both: the next page is what comes after that pair. DRF's cursor
+    named the key alone and counted its way past the rows that tie on it, which assumes the
+    database returns ties in the same order every time (it need not, and a row's update moves
+    it) and stops counting at 1,000, so a walk over more ties than that went round in a circle."""
 
     page_size_query_param = "pageSize"
     max_page_size = 500
@@ -244,7 +254,63 @@ class Pagination(CursorPagination):
 
     def paginate_queryset(self, queryset, request, view=None):
         refuse_unknown_parameters(request, self.parameters(view))
-        return super().paginate_queryset(queryset, request, view)
+        self.request = request
+        self.base_url = request.build_absolute_uri()
+        self.page_size = self.get_page_size(request)
+        self.cursor = self.decode_cursor(request)  # its offset, which we never write, is ignored
+        reverse = bool(self.cursor and self.cursor.reverse)
+        # DRF's stubs say a position is an int; DRF keeps the text as it came.
+        self.position: str | None = None if self.cursor is None else cast(str | None, self.cursor.position)
+        position = None if self.position is None else self._read_position(queryset, self.position)
+        keys = [_flipped(key) for key in self._keys()] if reverse else self._keys()
+        queryset = queryset.order_by(*keys)
+        if position is not None:
+            queryset = queryset.filter(_past(keys, position))
+        rows = list(queryset[: self.page_size + 1])
+        self.page = rows[: self.page_size]
+        more = len(rows) > self.page_size
+        if reverse:
+            self.page.reverse()
+        # Pages on the far side of the cursor exist if there was a cursor (what it came from).
+        self.has_next, self.has_previous = (position is not None, more) if reverse else (more, position is not None)
+        return self.page
+
+    def get_next_link(self):
+        if not self.has_next:
+            return None
+        if not self.page:  # nothing before the cursor going back: the next page is the first
+            return remove_query_param(cast(str, self.base_url), self.cursor_query_param)
+        return self._link(reverse=False, position=self._position_of(self.page[-1]))
+
+    def get_previous_link(self):
+        if not self.has_previous:
+            return None
+        return self._link(reverse=True, position=self._position_of(self.page[0]) if self.page else self.position)
+
+    def _link(self, *, reverse: bool, position: str | None) -> str:
+        return self.encode_cursor(Cursor(offset=0, reverse=reverse, position=cast(Any, position)))
+
+    def _keys(self) -> list[str]:
+        """The list's order, then its primary key in the same direction: a total order."""
+        ordering = self.ordering if isinstance(self.ordering, str) else self.ordering[0]
+        return [ordering, "-pk" if ordering.startswith("-") else "pk"]
+
+    def _position_of(self, row) -> str:
+        value = getattr(row, self._keys()[0].lstrip("-"))
+        return f"{value.isoformat() if isinstance(value, datetime) else value}|{row.pk}"
+
+    def _read_position(self, queryset: QuerySet, position: str) -> tuple[Any, Any]:
+        """The (key, primary key) a cursor names, as the model's fields read them; a cursor not
+        made by this list (tampered with, or from another list) is a 404 as DRF's are."""
+        model = queryset.model
+        value, bar, pk = position.rpartition("|")
+        try:
+            if not bar:
+                raise ValueError("no primary key")
+            key = model._meta.get_field(self._keys()[0].lstrip("-")).to_python(value)
+            return key, model._meta.pk.to_python(pk)
+        except (ValueError, TypeError, DjangoValidationError):
+            raise exceptions.NotFound(self.invalid_cursor_message) from None
 
     def parameters(self, view) -> set[str]:
         """What the query of `view`'s list may hold: its page's parameters and its filters."""
@@ -268,6 +334,22 @@ class Pagination(CursorPagination):
             if parameter["name"] == self.page_size_query_param:
                 parameter["schema"].update(minimum=1, maximum=self.max_page_size)
         return parameters
+
+
+def _flipped(key: str) -> str:
+    return key[1:] if key.startswith("-") else f"-{key}"
+
+
+def _past(keys: list[str], position: tuple[Any, Any]) -> Q:
+    """The rows after `position` in the order `keys` (the list's key, then the primary key). The
+    first condition alone is a range of the key's index; the second says where in it ties end."""
+    (key, tie), (value, pk) = keys, position
+    field, tie_field = key.lstrip("-"), tie.lstrip("-")
+    before = "lt" if key.startswith("-") else "gt"
+    tie_before = "lt" if tie.startswith("-") else "gt"
+    return Q(**{f"{field}__{before}e": value}) & (  # lte or gte: the range, ties included
+        Q(**{f"{field}__{before}": value}) | Q(**{field: value, f"{tie_field}__{tie_before}": pk})
+    )
 
 
 class ExecutionPagination(Pagination):
