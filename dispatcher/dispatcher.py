@@ -307,6 +307,8 @@ def release_buffered(*, now: datetime, limit: int = 1000) -> int:
     (scheduling/runs.py). Whatever the job's policy is now: a fire that waits starts once the run
     it waits for ended. Each dispatcher pass does it before its claim, which then takes them.
     Returns how many it started."""
+    if not store().anything_blocked():
+        return 0
     released = runs.release_buffered(now=now, limit=limit)
     # The (state, scheduled_for) index: BLOCKED rows are few (waiting steps and buffered fires).
     plain = dict(Execution.objects.filter(state=S.BLOCKED, run__isnull=True).values_list("id", "job_id")[:limit])

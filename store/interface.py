@@ -356,6 +356,12 @@ class Store(abc.ABC):
     # --- the claim (scheduling/admission.py decides; these read and record) -------------------
 
     @abc.abstractmethod
+    def anything_blocked(self) -> bool:
+        """Whether any execution waits BLOCKED: what a dispatcher's pass asks before it looks for
+        buffered fires and runs to release."""
+        ...
+
+    @abc.abstractmethod
     def anything_due(self, *, now: datetime) -> bool:
         """Whether any execution of an active job is due: a dispatcher's look at a quiet moment
         is this one probe of the due index, not the claim's statements."""

@@ -67,6 +67,12 @@ ANYTHING_DUE = (
     " WHERE e.state = 'PENDING' AND e.available_at <= %s ORDER BY e.available_at LIMIT 1"
 )
 
+# Whether anything waits BLOCKED (a workflow step for its upstream, a BUFFER_ONE fire for the run
+# before it): one probe of an index that leads with the state. Most dispatcher passes find
+# nothing, and the release's own reads (joins the ORM builds and PostgreSQL plans on each call,
+# ~2.5 ms) were half a dispatcher's CPU per job at 500 jobs/s.
+ANYTHING_BLOCKED = "SELECT 1 FROM executions_execution WHERE state = 'BLOCKED' LIMIT 1"
+
 # What a claim starts from: live workers ('w'), what is admitted ('a'), concurrency limits ('c'),
 # paused pools ('p').
 SNAPSHOT = (

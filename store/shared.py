@@ -407,6 +407,9 @@ class SharedStore(RateLimitOperations, Statements, Store):
         ((event_id, audit_id),) = self.fetch(queries.LIVE_CURSORS, [])
         return event_id or 0, audit_id or 0
 
+    def anything_blocked(self) -> bool:
+        return bool(self.fetch(queries.ANYTHING_BLOCKED, []))
+
     def anything_due(self, *, now: datetime) -> bool:
         """Whether any execution of an active job is due: a dispatcher's look at a quiet moment
         is this one probe of the due index, not the claim's statements."""
