@@ -6,9 +6,9 @@ merely completed; and the failing jobs, those whose last run ended FAILED.
 The last run is the job's newest execution that has begun: not one still waiting for its first
 attempt (a cron job's next fire, a one-off before its time, a workflow step waiting upstream). A
 workflow job's last run is that execution's Run, all its steps. Read, not stored: one probe of
-execution_job_history (job, scheduled_for DESC) per job, so a page of jobs costs one statement
-for their newest executions and one for their runs' steps, and nothing is written on the hot
-path. The failing filter probes each job in scope the same way: it follows the number of jobs,
+execution_job_fire (job, scheduled_for, …), walked backwards, per job, so a page of jobs costs one
+statement for their newest executions and one for their runs' steps, and nothing is written on
+the hot path. The failing filter probes each job in scope the same way: it follows the number of jobs,
 never the history.
 """
 
@@ -45,7 +45,7 @@ def _begun() -> Q:
 
 
 def _newest_begun() -> QuerySet[Execution]:
-    # By scheduled_for alone, so that the probe is a walk of execution_job_history that stops at
+    # By scheduled_for alone, so that the probe is a walk of execution_job_fire that stops at
     # its first begun entry (a tie-break would sort each job's executions first).
     return Execution.objects.filter(_begun(), job=OuterRef("pk")).order_by("-scheduled_for")
 

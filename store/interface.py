@@ -231,7 +231,7 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def create_fires(self, fires: Sequence[Fire], *, now: datetime) -> int:
         """Insert a PENDING execution (origin SCHEDULE) and its first event for each of `fires`,
-        skipping a fire that exists already (the unique index execution_one_per_fire_step decides,
+        skipping a fire that exists already (the unique index execution_job_fire decides,
         so two claims can never make one fire twice); a constant number of statements however
         many. Returns how many were made."""
         ...

@@ -86,7 +86,7 @@ def execution_page(*, scope: list[int] | None, filters: ExecutionFilters, page: 
     that each stop after the rows the page can need, sorted together, then the page's rows
     fetched by id. The cost follows page size times the number of walks, not the size of the
     table. A search is one query over its matches: an id is an index probe; text is the matching
-    jobs' executions (execution_job_history) and the errors that contain it (a trigram index on
+    jobs' executions (execution_job_fire) and the errors that contain it (a trigram index on
     PostgreSQL, where pg_trgm could be created).
 
     A filter checked row by row along the walks (a pool, a scoped caller's tenant, a search) can

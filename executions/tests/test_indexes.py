@@ -40,3 +40,30 @@ def test_a_heartbeat_is_a_hot_update(tenant, make_job, now):
     updates, hot = (after - first for after, first in zip(_hot_updates(), before, strict=True))
     assert (updates, hot) == (3, 3)
     assert Execution.objects.get(pk=execution.pk).lease_expires_at == now + timedelta(seconds=15) + LEASE
+
+
+@pytest.mark.both_stores
+def test_one_scheduled_fire_per_instant_and_any_number_of_others(tenant, make_job, now):
+    """execution_job_fire is unique among a job's SCHEDULE rows only: a second scheduled fire of
+    one instant (and step) is refused, while triggers, events and backfills of that instant are
+    rows of their own however many, as with the partial index it replaced."""
+    from django.db import IntegrityError, transaction
+
+    from executions.models import Origin
+
+    job = make_job(tenant, type="CRON", schedule="0 * * * *", now=now)
+    fire = job.executions.get()
+    same = {
+        "job": job,
+        "tenant": tenant,
+        "pool": fire.pool,
+        "scheduled_for": fire.scheduled_for,
+        "available_at": fire.scheduled_for,
+    }
+    for origin in (Origin.TRIGGER, Origin.TRIGGER, Origin.EVENT, Origin.BACKFILL, Origin.BACKFILL):
+        Execution.objects.create(origin=origin, **same)
+    Execution.objects.create(origin=Origin.SCHEDULE, step="a step", **same)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Execution.objects.create(origin=Origin.SCHEDULE, **same)
+
+    assert job.executions.count() == 7

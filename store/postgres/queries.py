@@ -178,8 +178,10 @@ RECORD_EVENTS = (
 
 def create_fires(*, traced: bool) -> str:
     """Cron fires from arrays, ON CONFLICT on the one-per-fire index (a fire made already is no
-    error); their trace contexts only when `traced` (else the column's default). Their history is
-    derived (store/history.py): no event row. Reads back how many were made."""
+    error; the target is execution_job_fire's key as executions/models.py spells it, the last
+    expression non-NULL for SCHEDULE rows only); their trace contexts only when `traced` (else the
+    column's default). Their history is derived (store/history.py): no event row. Reads back how
+    many were made."""
     return (
         "WITH v AS (SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::varchar[], %s::smallint[],"
         f" %s::timestamptz[]{', %s::varchar[]' if traced else ''})"
@@ -189,7 +191,8 @@ def create_fires(*, traced: bool) -> str:
         f" step, created_at, updated_at, history_derived{', traceparent' if traced else ''})"
         " SELECT gen_random_uuid(), v.job_id, v.tenant_id, v.pool, v.priority, %s, 1, %s, v.scheduled_for,"
         f" v.scheduled_for, 0, 0, '', '', '', '', %s, %s, true{', v.traceparent' if traced else ''} FROM v"
-        " ON CONFLICT (job_id, scheduled_for, step) WHERE origin = 'SCHEDULE' DO NOTHING RETURNING id)"
+        " ON CONFLICT (job_id, scheduled_for, step, (CASE WHEN origin = 'SCHEDULE' THEN true END))"
+        " DO NOTHING RETURNING id)"
         " SELECT count(*) FROM made"
     )
 
