@@ -22,20 +22,26 @@ be read for the benchmark's database alone:
   (PGSTAT_IDLE_INTERVAL). The benchmark's own connections are flushed at once
   (`pg_stat_force_next_flush()`); where other processes wrote (workers, the dispatcher, the web
   server) the meter waits out that bound before each reading.
-- Statements: pg_stat_statements would count every process's, but it needs
-  `shared_preload_libraries`, which the shared server does not have and the benchmark may not
-  change. So statements are counted where the code under test runs in the benchmark's process
-  (the dispatch and cron stages: every statement through Django's connection, BEGIN and COMMIT
-  aside) and reported as unavailable where it runs in other processes.
+- Statements: every statement sent through Django's connection (BEGIN and COMMIT aside), by the
+  code under test in the benchmark's process (the dispatch and cron stages) and by the roles it
+  starts (workers, the dispatcher, the web server: bench/probe/sitecustomize.py counts in each
+  process and writes its count to a file, read before and after the stage). The baselines' roles
+  (bare Celery, Procrastinate) are not counted. pg_stat_statements would count them on the server,
+  but it needs `shared_preload_libraries`, which the shared server does not have and the
+  benchmark may not change.
 
 What the benchmark writes itself in a stage as bookkeeping (the stand-in fleet marking done what
 it took) is set aside: its transactions' WAL records by transaction id, its rows by row count."""
 
 import contextlib
+import os
 import time
+from pathlib import Path
 
 from bench.config import log
 
+# The roles whose statements are a job's (bench/probe/sitecustomize.py writes `<role>.<pid>`).
+COUNTED_ROLES = ("bench-tickwork", "bench-dispatcher", "bench-web")
 PGSTAT_IDLE_INTERVAL = 10.0  # seconds an idle backend may hold its statistics before flushing them
 # The B-tree WAL records that put an entry in a leaf (nbtxlog.h): an insert, an insert into a
 # posting list, and a page split (its record carries the new entry).
@@ -84,8 +90,7 @@ class Cost:
     @contextlib.contextmanager
     def measure(self, name: str, *, jobs: int | None = None, others: bool = False):
         """Around a stage of `jobs` jobs (or set `.jobs` on what it yields). `others`: processes
-        other than this one write, so their statistics are waited for; statements are then not
-        counted."""
+        other than this one write, so their statistics are waited for."""
         from django.db import connection
 
         if not self.ready:
@@ -94,6 +99,8 @@ class Cost:
         self.aside_xids, self.aside_rows = [], 0
         self.settle(others)
         before = self.counters()
+        # Where only this process runs the code under test, other roles' upkeep is not the stage's.
+        sent = self.roles_statements() if others else 0
         start = self.db.scalar("SELECT pg_current_wal_lsn()")
         with connection.execute_wrapper(stage.count):
             yield stage
@@ -105,7 +112,9 @@ class Cost:
         wal = self.wal(start, end)
         self.settle(others)
         after = self.counters()
-        self.rows.append(stage.result(before, after, wal, self.aside_rows, others))
+        if others:
+            stage.statements += self.roles_statements() - sent
+        self.rows.append(stage.result(before, after, wal, self.aside_rows))
         self.rows[-1]["index_entries_estimate"] = self.estimate(self.rows[-1])
         self.rows[-1]["wal_bytes_server"] = int(self.db.scalar("SELECT pg_wal_lsn_diff(%s, %s)", [end, start]))
         log(f"  cost of {name}: {self.rows[-1]['per_job']}")
@@ -119,6 +128,19 @@ class Cost:
         self.db.conn.execute("SELECT pg_stat_force_next_flush()")
         if others:
             time.sleep(PGSTAT_IDLE_INTERVAL + 1)
+
+    def roles_statements(self) -> int:
+        """What the counted roles have sent so far: their processes write their counts twice a
+        second (settle waits longer than that before each reading where others write)."""
+        directory = os.environ.get("TICKWORK_BENCH_STATEMENTS")
+        if not directory:
+            return 0
+        total = 0
+        for path in Path(directory).glob("*.*"):
+            role, _, pid = path.name.rpartition(".")
+            if role in COUNTED_ROLES and pid.isdigit():
+                total += int(path.read_text() or 0)
+        return total
 
     def estimate(self, row: dict) -> float | None:
         """Index entries per job as the counters tell them, for comparison with the WAL's count:
@@ -161,7 +183,7 @@ class Stage:
         self.statements += len(params) if many else 1
         return execute(sql, params, many, context)
 
-    def result(self, before: dict, after: dict, wal: list[tuple] | None, aside_rows: int, others: bool) -> dict:
+    def result(self, before: dict, after: dict, wal: list[tuple] | None, aside_rows: int) -> dict:
         jobs = self.jobs or 0
         per_table = {}
         for table, values in after.items():
@@ -184,8 +206,8 @@ class Stage:
             row["wal_bytes_by_relation"] = dict(sorted(by_relation.items(), key=lambda kv: -kv[1]))
             row["wal_records"] = sorted(([*r[:4], int(r[4]), int(r[5])] for r in wal), key=lambda r: -r[4])
             per_job.update(wal_bytes=total / jobs, fpi_bytes=fpi / jobs, index_entries=entries / jobs)
-        per_job["statements"] = None if others else self.statements / jobs
-        row["statements"] = None if others else self.statements
+        per_job["statements"] = self.statements / jobs
+        row["statements"] = self.statements
         row["per_job"] = {k: (None if v is None or v != v else round(v, 3)) for k, v in per_job.items()}
         return row
 
@@ -201,7 +223,7 @@ def print_costs(rows: list[dict]) -> None:
                 f"{row['jobs']:,}",
                 *(_fmt(p[k], 0) for k in ("wal_bytes", "fpi_bytes")),
                 *(_fmt(p[k], 2) for k in ("rows", "index_entries")),
-                _fmt(p["statements"], 3, "n/a (other processes)"),
+                _fmt(p["statements"], 3),
             )
         )
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]

@@ -16,6 +16,7 @@ request here, a fifth of what a create costs the server).
 Each job is a one-off `noop` due in a day (no dispatcher runs). The tenant has no quotas."""
 
 import contextlib
+import socket
 import statistics
 import sys
 import time
@@ -29,7 +30,6 @@ from bench.results import Figure
 HTTP_CLIENTS = 8
 BULK_CLIENTS = 4
 BULK_SIZE = 1_000
-PORT = 8731
 GUNICORN_CONF, WSGI_APP = "scheduler_project/gunicorn.conf.py", "scheduler_project.wsgi"
 
 
@@ -77,6 +77,12 @@ def _client(args: tuple) -> tuple[int, list[float], float]:
     return made, latencies, time.perf_counter() - began
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 class Creation:
     def __init__(self, bench) -> None:
         self.bench, self.db, self.cfg = bench, bench.db, bench.cfg
@@ -86,13 +92,15 @@ class Creation:
 
         tenant = tenant_create(slug="bench-http")
         _, token = token_create(tenant=tenant, name="bench")
-        # As the README starts it, but on the bench's own port; its database and settings come
-        # from the bench's environment.
+        # As the README starts it, but on a free port (a fixed one was another benchmark's server,
+        # on another database, when two ran at once); its database and settings come from the
+        # bench's environment.
+        self.port = port = free_port()
         self.bench.procs.start(
             "bench-web",
-            [sys.executable, "-m", "gunicorn", "-c", GUNICORN_CONF, "-b", f"127.0.0.1:{PORT}", WSGI_APP],
+            [sys.executable, "-m", "gunicorn", "-c", GUNICORN_CONF, "-b", f"127.0.0.1:{port}", WSGI_APP],
         )
-        wait_for(lambda: self.up(PORT), timeout=60, what=f"gunicorn on {PORT}", interval=0.2, procs=self.bench.procs)
+        wait_for(lambda: self.up(port), timeout=60, what=f"gunicorn on {port}", interval=0.2, procs=self.bench.procs)
         seconds = 5.0 if self.cfg.quick else 15.0
         floor, _ = self.load("floor", token, HTTP_CLIENTS, seconds)
         with self.measure("POST /v1/jobs", tenant.pk):
@@ -139,7 +147,7 @@ class Creation:
     def load(self, kind: str, token: str, clients: int, seconds: float) -> tuple[float, list[float]]:
         """`clients` processes on the server for `seconds`: made per second, latencies."""
         log(f"http: {kind}, {clients} clients for {seconds:.0f}s on gunicorn")
-        jobs = [(kind, PORT, token, seconds, i) for i in range(clients)]
+        jobs = [(kind, self.port, token, seconds, i) for i in range(clients)]
         with ProcessPoolExecutor(clients) as pool:
             results = list(pool.map(_client, jobs))
         return sum(made / took for made, _, took in results), [ms for _, latencies, _ in results for ms in latencies]

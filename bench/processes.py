@@ -23,7 +23,8 @@ class Processes:
     def start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
         with open(self.log_dir / f"{name}.log", "w") as out:
             proc = subprocess.Popen(
-                args, cwd=ROOT, env={**self.env, **(env or {})}, stdout=out, stderr=subprocess.STDOUT,
+                args, cwd=ROOT, env={**self.env, "TICKWORK_BENCH_ROLE": name, **(env or {})}, stdout=out,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
             )  # fmt: skip
         self.procs.append((name, proc))

@@ -61,6 +61,11 @@ def main(argv: list[str]) -> int:
     env.setdefault("TICKWORK_LOG_LEVEL", "WARNING")
     if cfg.batch:
         env["TICKWORK_DISPATCH_BATCH"] = str(cfg.batch)
+    log_dir = Path(tempfile.mkdtemp(prefix="tickwork-bench-"))
+    # Each role counts the statements it sends (bench/probe/sitecustomize.py, read by bench/cost.py).
+    env["TICKWORK_BENCH_STATEMENTS"] = str(log_dir / "statements")
+    (log_dir / "statements").mkdir()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "bench" / "probe"), os.environ.get("PYTHONPATH")]))
     os.environ.update(env)
 
     import django
@@ -69,7 +74,6 @@ def main(argv: list[str]) -> int:
     from django.core.management import call_command
     from django.db import connections
 
-    log_dir = Path(tempfile.mkdtemp(prefix="tickwork-bench-"))
     bench = Bench(cfg, db, small, broker_url, env, log_dir)
     try:
         log(f"creating {db.name} and {small.name}")
