@@ -105,7 +105,8 @@ def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
         for _ in range(WALKS):
             free = min(room, limit - len(admission.chosen))
             before = sum(len(ids) for ids in picked.values())
-            walked = s.due_in_pool(pool=pool, now=now, limit=max(free, 0) + 1 + before)
+            length = max(free, 0) + 1 + before
+            walked = s.due_in_pool(pool=pool, now=now, limit=length)
             rows = [row for row in walked if row[0] not in picked[row[2]]]
             if not rows:
                 break
@@ -113,7 +114,10 @@ def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
                 taken = rows  # uncontended: everything due fits
             else:
                 admission.held_back.add(pool)
-                taken = _fair(pool, free, now, tenant_load, walk=rows, picked=picked) if free > 0 else []
+                complete = _complete_levels(walked, length)
+                taken = (
+                    _fair(pool, free, now, tenant_load, walk=rows, picked=picked, complete=complete) if free > 0 else []
+                )
             taken, turned = limiter.admit(taken)
             admission.chosen += taken
             tenant_load.update(row[2] for row in taken)
@@ -164,6 +168,19 @@ def _within_limits(rows: list[DueRow], tenant_load: Counter[int], caps: dict[int
     return all(tenant_load[t] + n <= caps[t] for t, n in wanted.items() if t in caps)
 
 
+def _complete_levels(walked: list[DueRow], length: int) -> set[int]:
+    """The priority levels whose due work a pool's walk (`walked`, stopped at `length` rows) read
+    to its end. The walk reads the levels in turn, each to its end or to `length` rows: a level
+    is whole in it when the walk holds fewer than `length` rows up to and including it."""
+    upto = Counter(row[3] for row in walked)
+    complete, count = set(), 0
+    for level in sorted(Priority.values):
+        count += upto[level]
+        if count < length:
+            complete.add(level)
+    return complete
+
+
 def _fair(
     pool: str,
     free: int,
@@ -172,11 +189,13 @@ def _fair(
     *,
     walk: list[DueRow],
     picked: dict[int, set] | None = None,
+    complete: set[int] = frozenset(),  # type: ignore[assignment]
 ) -> list[DueRow]:
     """Fill `free` starts of a contended pool in fair order (see the module's docstring). `walk`
     is what the pool's walk in due order read (more than `free`): the tenants' executions are
-    taken from it where it holds enough of them. `picked`: each tenant's executions this claim
-    chose already, still PENDING, read past."""
+    taken from it where it holds enough of them, or all of them, at the levels it read to their
+    end (`complete`). `picked`: each tenant's executions this claim chose already, still
+    PENDING, read past."""
     s = store()
     virtual_time, rows = s.shares(pool=pool)
     shares = {
@@ -208,7 +227,8 @@ def _fair(
                 break
             quotas = Counter(order)
             # Still PENDING, a tenant's rows chosen in an earlier round come first again: read past them.
-            due = _tenants_due(pool, priority, {t: len(given[t]) + n for t, n in quotas.items()}, walked, now)
+            wanted = {t: len(given[t]) + n for t, n in quotas.items()}
+            due = _tenants_due(pool, priority, wanted, walked, now, whole=priority in complete)
             got = {t: [row for row in due.get(t, []) if row[0] not in given[t]][: quotas[t]] for t in quotas}
             for t, rows_of_t in got.items():
                 given[t].update(row[0] for row in rows_of_t)
@@ -229,14 +249,22 @@ def _fair(
 
 
 def _tenants_due(
-    pool: str, priority: int, wanted: dict[int, int], walked: dict[int, list[DueRow]], now: datetime
+    pool: str,
+    priority: int,
+    wanted: dict[int, int],
+    walked: dict[int, list[DueRow]],
+    now: datetime,
+    *,
+    whole: bool = False,
 ) -> dict[int, list[DueRow]]:
     """Each tenant's first `wanted[t]` executions due at `priority`, in due order (fewer if it has
     fewer). The pool's walk read a prefix of the level's due order, so a tenant's rows in it are
     the first of its own: where it holds enough, they are taken from it, and the database is asked
     for the others only. In a herd the walk holds most of what a claim takes, and a single tenant's
-    backlog all of it: reading it all again was a tenth of such a claim."""
-    got = {t: walked[t][:n] for t, n in wanted.items() if len(walked.get(t, ())) >= n}
+    backlog all of it: reading it all again was a tenth of such a claim. `whole`: the walk read
+    the level to its end, so what it holds of a tenant is all the tenant has due there (a backlog
+    whose HIGH work is fewer than a claim: asking the database for more found nothing more)."""
+    got = {t: walked.get(t, [])[:n] for t, n in wanted.items() if whole or len(walked.get(t, ())) >= n}
     rest = {t: n for t, n in wanted.items() if t not in got}
     if rest:
         for row in store().due_of_tenants(pool=pool, priority=priority, quotas=rest, now=now):

@@ -176,7 +176,10 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
     ) -> tuple[list[Moved], list[Change]]:
         # The events are written by the same statement: the moved rows never travel to Python and
         # back (bench/README.md, "The store's shapes").
-        if is_happy(source, target, message):
+        # The happy path's parameters in binary: a claim's thousand ids as a uuid[] (`_id_in`) are
+        # six times cheaper to write so than as text (bench/README.md, "The store's shapes").
+        binary = is_happy(source, target, message)
+        if binary:
             sql, sql_params = self._move_set_sql(source, target, now, where, params, assignments, assignment_params)
             sql = queries.MOVE_SET_WITH_EVENTS.format(move=sql)
             sql_params += [now, str(source), str(target), message]
@@ -190,13 +193,14 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
         # statement needs none, and SAVEPOINT and RELEASE were two more round trips per claim.
         # Rows in binary: psycopg's C loaders read a claim's rows faster than its text ones.
         with transaction.atomic(savepoint=False):
-            moved = [Moved(*row) for row in self._execute(self.db, sql, sql_params, binary_rows=True)]
+            moved = [Moved(*row) for row in self._execute(self.db, sql, sql_params, binary=binary, binary_rows=True)]
             if moved and target in FINISHED:
                 self.settle_jobs(job_ids=list({m.job_id for m in moved}), now=now)
         return moved, [(m.id, m.job_id, m.tenant_id, target) for m in moved]
 
     def _id_in(self, ids: Sequence[Any]) -> tuple[str, list]:
-        return queries.ID_IN, [list(ids)]
+        # UUIDs, not their text: a binary parameter's type is its values' own.
+        return queries.ID_IN, [[as_uuid(execution_id) for execution_id in ids]]
 
     @contextlib.contextmanager
     def pipelined(self) -> Iterator[None]:
