@@ -195,6 +195,15 @@ def test_the_claims_reads_find_the_due_work_of_active_jobs(tenant, other_tenant,
     assert not store().anything_due(now=now - timedelta(hours=1))
 
 
+def test_anything_blocked_says_whether_any_execution_waits_blocked(tenant, make_job, now):
+    waiting = _execution(make_job, tenant, now)
+    assert not store().anything_blocked()
+
+    Execution.objects.filter(pk=waiting.pk).update(state="BLOCKED")
+
+    assert store().anything_blocked()
+
+
 def test_snapshot_shares_and_save_shares(tenant, make_job, now):
     _queued(make_job, tenant, now)
     _execution(make_job, tenant, now)
