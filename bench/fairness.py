@@ -190,8 +190,9 @@ class Fairness:
         wait_for(
             lambda: (
                 not self.db.scalar(
+                    # ORs, not IN: each state's arm reads its own partial index (executions/models.py).
                     "SELECT count(*) FROM executions_execution"
-                    " WHERE tenant_id = ANY(%s) AND state IN ('QUEUED', 'RUNNING')",
+                    " WHERE tenant_id = ANY(%s) AND (state = 'QUEUED' OR state = 'RUNNING')",
                     [tenants],
                 )
             ),

@@ -81,6 +81,10 @@ class Store(abc.ABC):
     # Whether `statement_budget` can stop a read that runs long; where it cannot, a caller does
     # not ask for one.
     bounds_statements: ClassVar[bool]
+    # Whether the planner reads a partial index for a query that implies its condition without
+    # repeating its terms (`state = 'SUCCEEDED'` for `NOT state IN ('QUEUED', 'RUNNING')`), so
+    # such an index can leave rows out (executions.models.PartialOnPostgres).
+    proves_partial_indexes: ClassVar[bool]
 
     # --- one execution ------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from django.db.models import Max
 from executions import history
 from executions.models import Execution, ExecutionEvent
 from executions.states import ExecutionState as S
+from readmodels.selectors import in_states
 
 
 def latest_event_id() -> int:
@@ -60,10 +61,11 @@ _DERIVED_STATES = (S.PENDING, S.QUEUED, S.RUNNING, S.SUCCEEDED)
 def live_derived_since(*, scope: list[int] | None, since: datetime, limit: int = 500) -> list[dict[str, Any]]:
     """The events of the executions whose history is derived (a happy run writes no event row:
     store/history.py) that changed at or after `since`, oldest first, in the caller's scope, as
-    `live_events_after` gives the rows' (their `id` None). A walk of execution_activity (state,
-    updated_at) per state of the happy path; the newest `limit` executions of the window, so a
-    burst cannot hold the feed on old ones (the pages re-read their regions on any change)."""
-    executions = Execution.objects.filter(history_derived=True, state__in=_DERIVED_STATES, updated_at__gte=since)
+    `live_events_after` gives the rows' (their `id` None). A range of execution_activity (state,
+    updated_at) per state at rest of the happy path, and the QUEUED and RUNNING rows' own indexes
+    (in_states: a BitmapOr); the newest `limit` executions of the window, so a burst cannot hold
+    the feed on old ones (the pages re-read their regions on any change)."""
+    executions = Execution.objects.filter(in_states(_DERIVED_STATES), history_derived=True, updated_at__gte=since)
     if scope is not None:
         executions = executions.filter(tenant_id__in=scope)
     rows = list(executions.order_by("-updated_at").only(*history.COLUMNS, "job_id", "tenant_id", "updated_at")[:limit])

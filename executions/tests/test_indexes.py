@@ -67,3 +67,26 @@ def test_one_scheduled_fire_per_instant_and_any_number_of_others(tenant, make_jo
         Execution.objects.create(origin=Origin.SCHEDULE, **same)
 
     assert job.executions.count() == 7
+
+
+@pytest.mark.both_stores
+def test_the_state_ordered_indexes_leave_the_rows_in_flight_out_on_postgresql_only():
+    """On PostgreSQL execution_tenant_state, execution_state and execution_activity hold no QUEUED
+    or RUNNING row (their versions write no entry there: executions.models.PartialOnPostgres); on
+    SQLite, whose planner would not use them so, they are whole."""
+    names = ("execution_tenant_state", "execution_state", "execution_activity")
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE indexname = ANY(%s)", [list(names)])
+        else:
+            cursor.execute(
+                f"SELECT name, sql FROM sqlite_master WHERE type = 'index' AND name IN ({', '.join(['%s'] * 3)})",
+                list(names),
+            )
+        found = dict(cursor.fetchall())
+    assert set(found) == set(names)
+    for definition in found.values():
+        if connection.vendor == "postgresql":
+            assert "WHERE (NOT" in definition and "'QUEUED'" in definition and "'RUNNING'" in definition
+        else:
+            assert "WHERE" not in definition.upper()

@@ -19,6 +19,7 @@ from store.rows import Overall, PerMinute
 
 class PostgresReads:
     bounds_statements: ClassVar[bool] = True
+    proves_partial_indexes: ClassVar[bool] = True
 
     def estimate_rows(self, queryset: QuerySet) -> int | None:
         try:

@@ -16,6 +16,8 @@ from store.rows import Overall, PerMinute
 class SqliteReads:
     # A statement's time budget cannot stop a read here: a caller does not ask for one.
     bounds_statements: ClassVar[bool] = False
+    # Only a query that repeats a partial index's condition, term for term, reads it.
+    proves_partial_indexes: ClassVar[bool] = False
 
     def estimate_rows(self, queryset: QuerySet) -> int | None:
         return None

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand
 from executions.models import ExecutionLog
 from executions.states import ExecutionState
 from readmodels.logs import log_dropped, log_lines
-from readmodels.selectors import execution_list
+from readmodels.selectors import execution_list, in_states
 from web.api.execution_logs import ExecutionLogLineSerializer
 from web.api.execution_serializers import ExecutionSerializer
 from web.cli import arguments, tables
@@ -54,7 +54,7 @@ class Command(BaseCommand):
             if options["job"] is not None:
                 executions = executions.filter(job=job_in(found, options["job"]))
             if options["state"]:
-                executions = executions.filter(state__in=options["state"])
+                executions = executions.filter(in_states(options["state"]))
             limit = options["limit"]
             page = list(executions[: limit + 1])
             if len(page) > limit:
