@@ -62,6 +62,7 @@ class Cron:
         self.bench, self.db, self.cfg = bench, bench.db, bench.cfg
 
     def run(self) -> None:
+        self.bench.warm_dispatcher()
         self.minute()
         for count, tenants in ((self.cfg.cron_herd // 10, 1), (self.cfg.cron_herd, self.cfg.herd_tenants)):
             self.herd(count, tenants)

@@ -7,6 +7,7 @@ look again soon while a pool holds work back.
 the claim lock (PostgreSQL), so limits hold whatever their number."""
 
 import functools
+import gc
 import logging
 import math
 import time
@@ -165,10 +166,19 @@ def _publish(publisher: Publisher, dispatches: list[Dispatch], spans: tracing.Di
         publisher.publish(dispatches)
 
 
+def ready() -> None:
+    """What a dispatcher process does once, before its first claim: what it holds by then (Django,
+    the modules, the settings: most of its objects, kept for its life) is left out of the garbage
+    collector's passes (gc.freeze). A full pass walked them all, 55-110 ms at a time, during a
+    claim: about once a herd of 10,000 fires, 5% of its time (profiled)."""
+    gc.freeze()
+
+
 def serve(*, stop: StopFlag, publisher: Publisher, config: DispatcherSettings | None = None) -> None:
     """Dispatch until `stop`: claim, then sleep until the next due time, a wake-up (a
     notification that work is due sooner) or the poll, whichever comes first."""
     config = config or DispatcherSettings.from_django()
+    ready()
     listener: DueListener = store().due_listener()
     clock = DueClock(poll=config.poll)
     buffer = config.buffer()

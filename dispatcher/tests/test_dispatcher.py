@@ -1,6 +1,7 @@
 """dispatcher.run_once with the in-memory publisher and an injected `now`: the claim, priorities,
 misfire and concurrency policies, and what a job's state does as its executions finish."""
 
+import gc
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -438,3 +439,12 @@ def test_a_fire_made_already_is_skipped_not_doubled_and_the_claim_goes_on(tenant
     assert Execution.objects.filter(job=job, scheduled_for=following).count() == 1
     job.refresh_from_db()
     assert job.next_fire_at == following
+
+
+def test_ready_leaves_what_the_process_holds_out_of_the_collectors_passes():
+    gc.unfreeze()
+    try:
+        dispatcher.ready()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()  # this test process's objects are the collector's again
