@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import connections
 from django.db.models import Q, QuerySet
 from rest_framework import ISO_8601, exceptions, renderers, serializers, status
 from rest_framework.fields import is_simple_callable
@@ -16,6 +17,7 @@ from rest_framework.settings import api_settings
 from rest_framework.utils import json
 from rest_framework.utils.urls import remove_query_param
 
+from executions.states import ExecutionState
 from web import json_input
 
 
@@ -266,7 +268,7 @@ class Pagination(CursorPagination):
         queryset = queryset.order_by(*keys)
         if position is not None:
             queryset = queryset.filter(_past(keys, position))
-        rows = list(queryset[: self.page_size + 1])
+        rows = self.rows(queryset, keys, self.page_size + 1)
         self.page = rows[: self.page_size]
         more = len(rows) > self.page_size
         if reverse:
@@ -274,6 +276,10 @@ class Pagination(CursorPagination):
         # Pages on the far side of the cursor exist if there was a cursor (what it came from).
         self.has_next, self.has_previous = (position is not None, more) if reverse else (more, position is not None)
         return self.page
+
+    def rows(self, queryset: QuerySet, keys: list[str], limit: int) -> list:
+        """The first `limit` rows of `queryset`, ordered by `keys` and past the cursor already."""
+        return list(queryset[:limit])
 
     def get_next_link(self):
         if not self.has_next:
@@ -356,3 +362,27 @@ class ExecutionPagination(Pagination):
     """Executions, newest scheduled first."""
 
     ordering = "-scheduled_for"
+
+
+class StateMergedExecutionPagination(ExecutionPagination):
+    """A tenant's executions (or everyone's, for staff), newest scheduled first, in any states.
+
+    No index orders them by scheduledFor across states: those that do lead with the state (and the
+    tenant), and leave out the rows in flight, which have partial indexes of their own
+    (executions.models). So a page is read state by state on PostgreSQL, each state's first rows
+    past the cursor by its own index, and merged: a few short walks, where one query over every
+    state read and sorted all of a tenant's rows (over 300 ms at 200,000 of them). A list of one
+    job's or one run's executions has an index in that order already, and is read as it is;
+    SQLite cannot limit the parts of a UNION, and holds the embedded default's few rows."""
+
+    def rows(self, queryset: QuerySet, keys: list[str], limit: int) -> list:
+        assert self.request is not None  # set by paginate_queryset, which calls this
+        params = self.request.query_params
+        features = connections[queryset.db].features
+        if "jobId" in params or "runId" in params or not features.supports_slicing_ordering_in_compound:
+            return super().rows(queryset, keys, limit)
+        states = list(dict.fromkeys(params.getlist("state"))) or ExecutionState.values
+        parts = [queryset.filter(state=state)[:limit] for state in states]
+        if len(parts) == 1:
+            return list(parts[0])
+        return list(parts[0].union(*parts[1:], all=True).order_by(*keys)[:limit])

@@ -58,7 +58,9 @@ class UUIDFilter(django_filters.UUIDFilter):
 
 class ExecutionFilter(django_filters.FilterSet):
     state = django_filters.MultipleChoiceFilter(
-        choices=ExecutionState.choices, error_messages=invalid_choice_message(ExecutionState.choices)
+        distinct=False,  # a column of the row: no join to repeat it, and DISTINCT sorts the list
+        choices=ExecutionState.choices,
+        error_messages=invalid_choice_message(ExecutionState.choices),
     )
     jobId = UUIDFilter(field_name="job_id")
     runId = UUIDFilter(field_name="run_id", help_text="A workflow run's steps.")

@@ -12,7 +12,7 @@ from tenants.selectors import scope_of
 from web.api.execution_filters import ExecutionFilter
 from web.api.execution_serializers import ExecutionDetailSerializer, ExecutionSerializer
 from web.audit import AuditedApi, Target
-from web.rest import ExecutionPagination
+from web.rest import StateMergedExecutionPagination
 
 
 def execution_or_404(request, execution_id) -> Execution:
@@ -32,7 +32,7 @@ def execution_or_404(request, execution_id) -> Execution:
 class ExecutionListApi(generics.ListAPIView):
     serializer_class = ExecutionSerializer
     filterset_class = ExecutionFilter
-    pagination_class = ExecutionPagination
+    pagination_class = StateMergedExecutionPagination
 
     def get_queryset(self):
         return execution_list(scope=scope_of(user=self.request.user))

@@ -17,10 +17,14 @@ _BOOLEAN = [("true", "true"), ("false", "false")]
 
 class JobFilter(django_filters.FilterSet):
     state = django_filters.MultipleChoiceFilter(
-        choices=JobState.choices, error_messages=invalid_choice_message(JobState.choices)
+        distinct=False,  # a column of the row: no join to repeat it, and DISTINCT sorts the list
+        choices=JobState.choices,
+        error_messages=invalid_choice_message(JobState.choices),
     )
     type = django_filters.MultipleChoiceFilter(
-        choices=JobType.choices, error_messages=invalid_choice_message(JobType.choices)
+        distinct=False,  # a column of the row: no join to repeat it, and DISTINCT sorts the list
+        choices=JobType.choices,
+        error_messages=invalid_choice_message(JobType.choices),
     )
     pool = django_filters.CharFilter(field_name="pool")
     handler = django_filters.CharFilter(field_name="handler")

@@ -30,7 +30,7 @@ def create_tied(api) -> None:
         assert response.status_code == 201, response.content
 
 
-def walk(api, url: str, key: str, *, link: str = "next") -> list[list[str]]:
+def walk(api, url: str, key: str, *, link: str = "next", rows: int = TIED) -> list[list[str]]:
     """The ids of each page, following `link` from `url` until it is null."""
     pages = []
     while url:
@@ -39,7 +39,7 @@ def walk(api, url: str, key: str, *, link: str = "next") -> list[list[str]]:
         body = response.json()
         pages.append([row[key] for row in body["results"]])
         url = body[link]
-        assert len(pages) <= TIED // PAGE + 2, "the links go round in a circle"
+        assert len(pages) <= rows // len(pages[0] or [None]) + 2, "the links go round in a circle"
     return pages
 
 
@@ -119,3 +119,29 @@ def test_a_cursor_that_was_tampered_with_is_404(api, tenant):
         response = api.get("/v1/jobs", {"cursor": bad, "pageSize": PAGE})
         assert response.status_code == 404, (bad, response.content)
     assert Job.objects.count() == TIED
+
+
+@pytest.mark.parametrize("query", ["", "&state=SUCCEEDED&state=DEAD&state=PENDING", "&state=FAILED"])
+def test_a_list_over_several_states_is_one_order_across_them(api, tenant, make_job, other_tenant, query):
+    """On PostgreSQL the tenant's list is read state by state and merged (no index orders it across
+    states): the pages are still the one order, newest scheduled first, ties by id."""
+    now = timezone.now()
+    states = ["PENDING", "SUCCEEDED", "DEAD", "FAILED", "CANCELLED"]
+    for index in range(25):
+        make_job(tenant, run_at=now + timedelta(minutes=index % 7))
+        make_job(other_tenant, run_at=now + timedelta(minutes=index % 5))
+    for index, execution in enumerate(Execution.objects.filter(tenant=tenant).order_by("id")):
+        state = states[index % len(states)]
+        finished = {} if state == "PENDING" else {"finished_at": now}
+        Execution.objects.filter(pk=execution.pk).update(state=state, **finished)
+    wanted = [s for s in states if f"state={s}" in query] or states
+    expected = [
+        str(pk)
+        for pk in Execution.objects.filter(tenant=tenant, state__in=wanted)
+        .order_by("-scheduled_for", "-id")
+        .values_list("id", flat=True)
+    ]
+
+    pages = walk(api, f"/v1/executions?pageSize=4{query}", "executionId", rows=25)
+
+    assert [row for page in pages for row in page] == expected
