@@ -51,6 +51,23 @@ class StrictSerializer(serializers.Serializer):
             raise serializers.ValidationError(errors)
         return validated
 
+    def run_validators(self, value):
+        # DRF's Serializer.run_validators, which looks through every field for read-only ones
+        # with a default on each call (and each nested serializer's), to add their defaults to
+        # what its validators see; these serializers have none. That search was a tenth to a
+        # fifth of a bulk create's validation (1,000 items: 21-24 against 25-35 ms of CPU).
+        if isinstance(value, dict) and not self._read_only_defaulted:
+            return serializers.Field.run_validators(self, dict(value))
+        return super().run_validators(value)
+
+    @cached_property
+    def _read_only_defaulted(self) -> bool:
+        """Whether a field is read-only with a default (DRF's _read_only_defaults' own test)."""
+        return any(
+            field.read_only and field.default is not empty and field.source != "*" and "." not in (field.source or "")
+            for field in self.fields.values()
+        )
+
     @cached_property
     def _plan(self) -> tuple[frozenset[str], list[tuple[serializers.Field, Callable | None, bool]]]:
         """The field names, and per writable field: its validate_<name> method, and whether DRF
