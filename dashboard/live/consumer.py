@@ -35,6 +35,12 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             return
         self.tenant_scope = await database_sync_to_async(scope_of)(user=user)
         self.feed = feed()
+        # Read before the accept: whatever commits once the page (or a client) knows it is
+        # connected comes after these, and reaches it. Read after, a move committed meanwhile
+        # was already behind the feed's start, and never sent.
+        starts = await self.feed.starts(
+            after=_after(self.scope), jobs_after=_after(self.scope, "jobs_after"), at=_at(self.scope)
+        )
         await self.accept()
         self.joined = False
         if self.channel_layer is not None:
@@ -43,13 +49,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
                 self.joined = True
             except Exception:  # the layer only speeds updates up; the feed's poll still runs
                 logger.warning("live: channel layer unavailable; polling only", exc_info=True)
-        await self.feed.subscribe(
-            self,
-            scope=self.tenant_scope,
-            after=_after(self.scope),
-            jobs_after=_after(self.scope, "jobs_after"),
-            at=_at(self.scope),
-        )
+        await self.feed.subscribe(self, scope=self.tenant_scope, starts=starts)
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "feed", None) is not None:

@@ -146,15 +146,11 @@ class Feed:
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
 
-    async def subscribe(
-        self,
-        subscriber: Subscriber,
-        *,
-        scope: list[int] | None,
-        after: int | None,
-        jobs_after: int | None = None,
-        at: float | None = None,
-    ) -> None:
+    async def starts(
+        self, *, after: int | None, jobs_after: int | None = None, at: float | None = None
+    ) -> tuple[int, int, datetime]:
+        """Where a subscriber's feed starts: after the event row, the audit row and the derived
+        events' time its page names, or, where it names none, after what is there now."""
         latest = await database_sync_to_async(live_reads.latest_event_id)()
         start = latest if after is None else max(min(after, latest), latest - MAX_REPLAY)
         now = await database_sync_to_async(db_now)()
@@ -167,7 +163,12 @@ class Feed:
         jobs_start = (
             latest_audit if jobs_after is None else max(min(jobs_after, latest_audit), latest_audit - MAX_REPLAY)
         )
-        self._subscriptions[id(subscriber)] = _Subscription(subscriber, scope, start, jobs_start, derived_after)
+        return start, jobs_start, derived_after
+
+    async def subscribe(
+        self, subscriber: Subscriber, *, scope: list[int] | None, starts: tuple[int, int, datetime]
+    ) -> None:
+        self._subscriptions[id(subscriber)] = _Subscription(subscriber, scope, *starts)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
         self.poke()
