@@ -327,13 +327,6 @@ def test_release_cancel_and_reblock_steps_move_the_named_steps_of_a_run(tenant, 
     assert [event[2] for event in _events(c)][-2:] == ["no", "again"]
 
 
-def test_anything_blocked_says_whether_any_execution_waits(tenant, make_job, now):
-    assert store().anything_blocked() is False
-    make_job(tenant, workflow=WORKFLOW, pool="", handler="", run_at=now, now=now)  # its steps b and c wait
-
-    assert store().anything_blocked() is True
-
-
 # --- executions without a move -----------------------------------------------------------------------------
 
 
