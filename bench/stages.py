@@ -254,9 +254,18 @@ class Bench:
         try:
             for r in range(cfg.rounds):
                 # From the create to the recorded outcome: the whole of a job's writes.
+                meter = CpuMeter(self.procs)
+                before = meter.snapshot()
                 with self.cost.measure(f"end to end, round {r + 1} (create to outcome)", jobs=cfg.e2e, others=True):
                     ours.append(self.tickwork_e2e_round(str(r), cfg.e2e))
+                # Beside the rate, what does not depend on the machine's load: the CPU each role
+                # spent per job (PostgreSQL's and "other" count every client's, not only ours).
+                cpu = meter.per_job(before, meter.snapshot(), cfg.e2e)
+                log(f"  CPU ms per job, end to end: {cpu}")
+                self.info.setdefault("e2e_cpu_ms_per_job", []).append(cpu)
+                before = meter.snapshot()
                 default_transport.append(self.celery_e2e_round(cfg.e2e, DEFAULT_TRANSPORT_QUEUE))
+                log(f"  CPU ms per bare Celery task, end to end: {meter.per_job(before, meter.snapshot(), cfg.e2e)}")
                 same_transport.append(self.celery_e2e_round(cfg.e2e, BASELINE_QUEUE))
                 theirs.append(procrastinate.round(cfg.e2e))
                 log(

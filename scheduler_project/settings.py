@@ -291,6 +291,13 @@ TICKWORK_MAX_PAYLOAD_BYTES = int(os.environ.get("TICKWORK_MAX_PAYLOAD_BYTES", st
 TICKWORK_LEASE_SECONDS = float(os.environ.get("TICKWORK_LEASE_SECONDS", "30"))
 TICKWORK_CANCEL_GRACE_SECONDS = float(os.environ.get("TICKWORK_CANCEL_GRACE_SECONDS", "10"))
 TICKWORK_PUBLISH_GRACE_SECONDS = float(os.environ.get("TICKWORK_PUBLISH_GRACE_SECONDS", "30"))
+# The most runs one message carries when a publish holds more of a pool's runs than it has slots
+# (background/publisher.py, worker/batches.py); 1: a message per run. Celery's path through a
+# worker costs the same per message whatever it carries.
+TICKWORK_MESSAGE_BATCH = int(os.environ.get("TICKWORK_MESSAGE_BATCH", "8"))
+# How long a batch's runs may wait behind the ones its slot runs first: past it, those not begun
+# go back to the front of their queue for any slot to take.
+TICKWORK_BATCH_HAND_BACK_SECONDS = float(os.environ.get("TICKWORK_BATCH_HAND_BACK_SECONDS", "0.05"))
 TICKWORK_MISFIRE_GRACE_SECONDS = float(os.environ.get("TICKWORK_MISFIRE_GRACE_SECONDS", "60"))
 # A claim's fixed part (the lock, the pools' snapshot, the commit, a broker round trip) is ~15 ms
 # on the benchmark's machine: 1,000 a claim dispatch a herd ~20 % faster than 500 (bench/README.md).

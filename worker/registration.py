@@ -13,10 +13,12 @@ import threading
 import time
 
 from billiard.process import active_children
+from celery.signals import task_received
 from celery.worker import state as celery_state
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from background.publisher import BATCH_TASK_NAME
 from executions.clock import db_now
 from jobs.registry import queue_name
 from pools import registry
@@ -85,8 +87,19 @@ def _busy() -> int:
 
 
 def _processed() -> int:
-    # Celery's own count of the task requests this worker has taken since it started.
-    return celery_state.all_total_count[0]
+    # Runs taken since the worker started: Celery's own count of the task requests, plus the runs
+    # beyond the first that batches carried (the dispatcher's buffer follows the runs' rate).
+    return celery_state.all_total_count[0] + _batched[0]
+
+
+_batched = [0]
+
+
+@task_received.connect
+def _count_batch(request, **kwargs) -> None:
+    # In the main process, as the message is received: its body is decoded already.
+    if request.name == BATCH_TASK_NAME:
+        _batched[0] += len(request.args[0]) - 1
 
 
 _registration: Registration | None = None

@@ -16,9 +16,9 @@ from celery.signals import (
     worker_shutting_down,
 )
 
-from background.publisher import TASK_NAME
+from background.publisher import BATCH_TASK_NAME, TASK_NAME
 from telemetry import tracing
-from worker import cancel_relay, heartbeats, outcomes, registration, runner
+from worker import batches, cancel_relay, heartbeats, outcomes, registration, runner
 
 # How long a worker process that is ending waits for its queued outcomes to be recorded.
 OUTCOME_FLUSH_SECONDS = 30
@@ -28,6 +28,13 @@ OUTCOME_FLUSH_SECONDS = 30
 def run_execution(execution_id: str, lease_token: int) -> None:
     """Thin on purpose: the row, not the message, decides whether and what to run."""
     runner.run(execution_id=execution_id, lease_token=lease_token, defer_success=True)
+
+
+@shared_task(name=BATCH_TASK_NAME, ignore_result=True)
+def run_executions(runs: list, pool: str, priority: int) -> None:
+    """Several runs of one pool, [[execution id, lease token], …], run in this slot one after
+    another (worker/batches.py); `pool` and `priority` are theirs, for what the slot hands back."""
+    batches.run(runs, pool=pool, priority=priority)
 
 
 @worker_process_shutdown.connect  # a prefork child that ends: max tasks, warm shutdown

@@ -14,7 +14,15 @@ import pytest
 from celery import Celery, signals
 from django.utils import timezone
 
-from background.publisher import TASK_NAME, CeleryPublisher, Dispatch, InMemoryPublisher, broker_priority
+from background.publisher import (
+    BATCH_TASK_NAME,
+    TASK_NAME,
+    CeleryPublisher,
+    Dispatch,
+    InMemoryPublisher,
+    batches,
+    broker_priority,
+)
 from dispatcher import dispatcher
 from executions.models import Execution
 from testing.harness import Live, database_url, wait_for
@@ -279,3 +287,61 @@ def test_on_rabbitmq_a_worker_takes_high_before_a_low_backlog():
     finally:
         with app.connection_for_write() as conn:
             queue.bind(conn.default_channel).delete()
+
+
+def _d(execution_id: str, pool: str = "default", priority: int = 1) -> Dispatch:
+    return Dispatch(execution_id=execution_id, lease_token=1, pool=pool, priority=priority)
+
+
+def test_a_pools_runs_beyond_its_slots_are_batched_in_order():
+    """n runs of a pool of s slots make messages of ceil(n / s) runs, at most `most`, each of
+    runs that follow each other in the order given; a pool of unknown slots, a message per run."""
+    runs = [_d(f"e-{i}") for i in range(10)]
+    assert [[d.execution_id for d in m] for m in batches(runs, slots={"default": 4}, most=8)] == [
+        ["e-0", "e-1", "e-2"], ["e-3", "e-4", "e-5"], ["e-6", "e-7", "e-8"], ["e-9"]
+    ]  # fmt: skip
+    assert [len(m) for m in batches(runs, slots={"default": 1}, most=4)] == [4, 4, 2]
+    assert [len(m) for m in batches(runs, slots={"default": 20}, most=8)] == [1] * 10
+    assert [len(m) for m in batches(runs, slots={}, most=8)] == [1] * 10
+
+
+def test_a_batch_holds_one_pool_and_one_priority():
+    """Runs of other pools or priorities go in messages of their own, each keeping its order."""
+    runs = [_d("h1", priority=0), _d("n1"), _d("h2", priority=0), _d("b1", pool="b"), _d("n2"), _d("b2", pool="b")]
+    messages = batches(runs, slots={"default": 1, "b": 1}, most=8)
+    assert [[d.execution_id for d in m] for m in messages] == [["h1", "h2"], ["n1", "n2"], ["b1", "b2"]]
+
+
+def test_without_live_slots_the_publisher_sends_a_message_per_run(settings):
+    """Batching is the dispatcher's (LiveSlots); a publisher without it, or TICKWORK_MESSAGE_BATCH 1,
+    sends each run alone."""
+    runs = [_d(f"e-{i}") for i in range(4)]
+    assert [len(m) for m in CeleryPublisher(app=object())._messages(runs)] == [1] * 4
+    settings.TICKWORK_MESSAGE_BATCH = 1
+    assert [len(m) for m in CeleryPublisher(app=object(), slots=lambda: {"default": 1})._messages(runs)] == [1] * 4
+
+
+@pytest.mark.integration
+def test_a_batch_message_is_what_send_task_writes_and_a_hand_back_goes_first(broker_url, redis_client):
+    """A batch is byte for byte the message `send_task` stores for tickwork.run_executions with its
+    runs, pool and priority (but for ids); published at the front, it is the next one taken."""
+    app = celery_app(broker_url)
+    runs = [_d(str(uuid.uuid4())) for _ in range(3)]
+    args = ([[d.execution_id, d.lease_token] for d in runs], "default", 1)
+    on_broker = broker_priority(1, transport="redis")
+    app.send_task(
+        BATCH_TASK_NAME, args=args, queue="tickwork.default", routing_key="tickwork.default", ignore_result=True,
+        priority=on_broker,
+    )  # fmt: skip
+    publisher = CeleryPublisher(app=app, slots=lambda: {"default": 1})
+    publisher.publish(runs)
+    key = f"tickwork.default\x06\x16{on_broker}"
+    theirs, ours = redis_client.rpop(key), redis_client.rpop(key)
+    assert without_ids(ours) == without_ids(theirs)
+    assert ids_blanked(ours) == ids_blanked(theirs)
+    assert body_of(ours)[0] == json.loads(json.dumps(args))
+
+    CeleryPublisher(app=app).publish([_d("queued-1"), _d("queued-2")])
+    publisher.publish_messages([[_d("handed-back")]], front=True)
+    taken = [body_of(redis_client.rpop(key))[0][0] for _ in range(3)]
+    assert taken == ["handed-back", "queued-1", "queued-2"]

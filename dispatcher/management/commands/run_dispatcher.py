@@ -1,6 +1,6 @@
 from background.command import RoleCommand
 from background.loop import StopFlag
-from background.publisher import CeleryPublisher
+from background.publisher import CeleryPublisher, LiveSlots
 from dispatcher.dispatcher import serve
 from telemetry import tracing
 
@@ -10,4 +10,4 @@ class Command(RoleCommand):
 
     def handle(self, *args, **options) -> None:
         tracing.setup("dispatcher")
-        serve(stop=StopFlag(), publisher=CeleryPublisher())
+        serve(stop=StopFlag(), publisher=CeleryPublisher(slots=LiveSlots()))
