@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from django.db.models import Model, QuerySet
+from django.db.models import Model, Q, QuerySet
 from django.db.models.expressions import Combinable
 
 from store.rows import (
@@ -301,6 +301,12 @@ class Store(abc.ABC):
     def live_cursors(self) -> tuple[int, int]:
         """Where a page's live feed starts: the newest execution event's id and the newest audit
         row's (0 when there is none), in one statement."""
+
+    @abc.abstractmethod
+    def first_of_parts(self, queryset: QuerySet, *, parts: Sequence[Q], order: Sequence[str], limit: int) -> list:
+        """The first `limit` rows of `queryset` in `order`, where its rows are the union of
+        disjoint `parts` (conditions) each of which an index reads in that order and the whole does
+        not: each part's first `limit` by its own index, merged, where the database can."""
 
     @abc.abstractmethod
     def estimate_rows(self, queryset: QuerySet) -> int | None:

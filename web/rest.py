@@ -7,7 +7,6 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import connections
 from django.db.models import Q, QuerySet
 from rest_framework import ISO_8601, exceptions, renderers, serializers, status
 from rest_framework.fields import is_simple_callable
@@ -18,6 +17,7 @@ from rest_framework.utils import json
 from rest_framework.utils.urls import remove_query_param
 
 from executions.states import ExecutionState
+from store import store
 from web import json_input
 
 
@@ -369,20 +369,16 @@ class StateMergedExecutionPagination(ExecutionPagination):
 
     No index orders them by scheduledFor across states: those that do lead with the state (and the
     tenant), and leave out the rows in flight, which have partial indexes of their own
-    (executions.models). So a page is read state by state on PostgreSQL, each state's first rows
-    past the cursor by its own index, and merged: a few short walks, where one query over every
-    state read and sorted all of a tenant's rows (over 300 ms at 200,000 of them). A list of one
-    job's or one run's executions has an index in that order already, and is read as it is;
-    SQLite cannot limit the parts of a UNION, and holds the embedded default's few rows."""
+    (executions.models). So a page is read state by state where the store can (PostgreSQL), each
+    state's first rows past the cursor by its own index, and merged: a few short walks, where one
+    query over every state read and sorted all of a tenant's rows (over 300 ms at 200,000 of them).
+    A list of one job's or one run's executions has an index in that order already, and is read
+    as it is."""
 
     def rows(self, queryset: QuerySet, keys: list[str], limit: int) -> list:
         assert self.request is not None  # set by paginate_queryset, which calls this
         params = self.request.query_params
-        features = connections[queryset.db].features
-        if "jobId" in params or "runId" in params or not features.supports_slicing_ordering_in_compound:
+        if "jobId" in params or "runId" in params:
             return super().rows(queryset, keys, limit)
         states = list(dict.fromkeys(params.getlist("state"))) or ExecutionState.values
-        parts = [queryset.filter(state=state)[:limit] for state in states]
-        if len(parts) == 1:
-            return list(parts[0])
-        return list(parts[0].union(*parts[1:], all=True).order_by(*keys)[:limit])
+        return store().first_of_parts(queryset, parts=[Q(state=state) for state in states], order=keys, limit=limit)

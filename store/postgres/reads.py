@@ -4,12 +4,12 @@ walks."""
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
 from django.core.exceptions import EmptyResultSet
 from django.db import OperationalError, connection, transaction
-from django.db.models import F, FloatField, Func, QuerySet
+from django.db.models import F, FloatField, Func, Q, QuerySet
 from django.db.models.expressions import Combinable
 
 from store.interface import OverBudget
@@ -20,6 +20,15 @@ from store.rows import Overall, PerMinute
 class PostgresReads:
     bounds_statements: ClassVar[bool] = True
     proves_partial_indexes: ClassVar[bool] = True
+
+    def first_of_parts(self, queryset: QuerySet, *, parts: Sequence[Q], order: Sequence[str], limit: int) -> list:
+        # A UNION ALL of each part's first rows, each its own index walk, then the merge's sort
+        # of at most len(parts) * limit rows.
+        ordered = queryset.order_by(*order)
+        pieces = [ordered.filter(part)[:limit] for part in parts]
+        if len(pieces) < 2:
+            return list(pieces[0] if pieces else ordered.none())
+        return list(pieces[0].union(*pieces[1:], all=True).order_by(*order)[:limit])
 
     def estimate_rows(self, queryset: QuerySet) -> int | None:
         try:

@@ -2,11 +2,13 @@
 what PostgreSQL does in SQL is done here in Python or plainly."""
 
 import contextlib
-from collections.abc import Iterator
+import functools
+import operator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import ClassVar
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.db.models.expressions import Combinable
 
 from store.functions import percentile
@@ -18,6 +20,10 @@ class SqliteReads:
     bounds_statements: ClassVar[bool] = False
     # Only a query that repeats a partial index's condition, term for term, reads it.
     proves_partial_indexes: ClassVar[bool] = False
+
+    def first_of_parts(self, queryset: QuerySet, *, parts: Sequence[Q], order: Sequence[str], limit: int) -> list:
+        # SQLite cannot limit the parts of a UNION; the embedded default's tables are small.
+        return list(queryset.filter(functools.reduce(operator.or_, parts, Q(pk__in=[]))).order_by(*order)[:limit])
 
     def estimate_rows(self, queryset: QuerySet) -> int | None:
         return None

@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from executions.models import Execution, ExecutionEvent
@@ -86,6 +87,20 @@ def test_live_cursors_are_the_newest_event_and_audit_row(tenant, make_job, now):
 
     assert event_id == ExecutionEvent.objects.filter(execution=execution).latest("id").id
     assert audit_id >= 0
+
+
+def test_first_of_parts_is_the_first_rows_of_the_whole_in_order(tenant, make_job, now):
+    made = [_execution(make_job, tenant, now - timedelta(minutes=minutes)) for minutes in (5, 1, 4, 2, 3)]
+    Execution.objects.filter(pk__in=[made[1].pk, made[2].pk]).update(state="CANCELLED", finished_at=now)
+    order = ["-scheduled_for", "-pk"]
+
+    first = store().first_of_parts(
+        Execution.objects.all(), parts=[Q(state="PENDING"), Q(state="CANCELLED")], order=order, limit=4
+    )
+
+    assert [e.pk for e in first] == [made[i].pk for i in (1, 3, 4, 2)]
+    only = store().first_of_parts(Execution.objects.all(), parts=[Q(state="CANCELLED")], order=order, limit=5)
+    assert [e.pk for e in only] == [made[1].pk, made[2].pk]
 
 
 def test_estimate_rows_is_a_guess_or_none(tenant, make_job, now):
