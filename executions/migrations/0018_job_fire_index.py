@@ -21,6 +21,9 @@ class AddConstraintConcurrentlyOnPostgres(migrations.AddConstraint):
             return super().database_forwards(app_label, schema_editor, from_state, to_state)
         model = to_state.apps.get_model(app_label, self.model_name)
         sql = str(self.constraint.create_sql(model, schema_editor))
+        # A build interrupted before (a concurrent build that fails leaves its index, invalid) is
+        # built again: the migration runs again as a whole, not applied.
+        schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {self.constraint.name}")
         schema_editor.execute(sql.replace("CREATE UNIQUE INDEX", "CREATE UNIQUE INDEX CONCURRENTLY", 1))
 
     def database_backwards(self, app_label, schema_editor, from_state, to_state):
@@ -41,7 +44,7 @@ class RemoveConstraintConcurrentlyOnPostgres(migrations.RemoveConstraint):
         if not _postgres(schema_editor):
             return super().database_backwards(app_label, schema_editor, from_state, to_state)
         model = to_state.apps.get_model(app_label, self.model_name)
-        constraint = from_state.models[app_label, self.model_name_lower].get_constraint_by_name(self.name)
+        constraint = to_state.models[app_label, self.model_name_lower].get_constraint_by_name(self.name)
         sql = str(constraint.create_sql(model, schema_editor))
         schema_editor.execute(sql.replace("CREATE UNIQUE INDEX", "CREATE UNIQUE INDEX CONCURRENTLY", 1))
 
@@ -76,7 +79,9 @@ class Migration(migrations.Migration):
                 models.F("job"),
                 models.F("scheduled_for"),
                 models.F("step"),
-                models.Case(models.When(origin="SCHEDULE", then=models.Value(True)), output_field=models.BooleanField()),
+                models.Case(
+                    models.When(origin="SCHEDULE", then=models.Value(True)), output_field=models.BooleanField()
+                ),
                 name="execution_job_fire",
             ),
         ),
