@@ -93,7 +93,8 @@ def capped_count(queryset: QuerySet, *, cap: int = EXACT_COUNT_CAP, estimate: bo
 
 def execution_state_counts(*, scope: list[int] | None) -> list[StateCount]:
     """Per state, one walk of the (state, scheduled_for) or (tenant, state, scheduled_for)
-    index, stopped after EXACT_COUNT_CAP entries; the planner's estimate for a state past it.
+    index (on PostgreSQL QUEUED and RUNNING: their own partial indexes), stopped after
+    EXACT_COUNT_CAP entries; the planner's estimate for a state past it.
 
     The walks are one statement, a scalar subquery per state: the overview reads this on every
     load, and a dozen statements, a round trip each, were a sixth of its time (profiled)."""
