@@ -49,6 +49,7 @@ from web.api.job_serializers import (
 from web.api.resume_serializers import ResumePreviewSerializer, ResumeQuerySerializer
 from web.audit import AuditedApi, Target
 from web.authentication import actor_of, tenant_to_write_in
+from web.collector import collector_held
 from web.errors import error_body, field_errors_body
 from web.headers import etag, if_match, location, rate_limit_headers
 from web.json_input import field_errors
@@ -170,6 +171,11 @@ class JobBulkCreateApi(AuditedApi, APIView):
     audit_actions = {"POST": "job.bulk_create"}
 
     parser_classes = [BulkJSONParser]
+
+    def dispatch(self, request, *args, **kwargs):
+        # From the body's parse to the answer, the batch's objects are alive: see web/collector.py.
+        with collector_held():
+            return super().dispatch(request, *args, **kwargs)
 
     @extend_schema(
         request=JobBulkInputSerializer,
