@@ -2,13 +2,14 @@
 hold steady instead of growing by the day.
 
 Simulated days, time injected: each day `retention_volume` one-off jobs that ran and finished that
-day are written (job COMPLETED, execution SUCCEEDED, its four events, as a run leaves them), then
-the sweeper's pruning runs as `maintenance.sweeper` runs it (`prune_many`, then `jobs_prune`, 500
-at a time, again at once while a batch was full) with `now` at the day's end and a retention of
-RETENTION_DAYS, then a plain VACUUM (what autovacuum does between two days of such churn) and the
-tables' sizes are read. After the retention has passed, each day deletes what one day adds: the
-size on the last day must be within 10 % of the size on the first day after the retention. The
-pruning's rate is reported beside the rate a million executions a day needs (11.6/s)."""
+day are written (the job's row ACTIVE, which reads COMPLETED once its execution is SUCCEEDED, and
+its four events, as a run leaves them), then the sweeper's pruning runs as `maintenance.sweeper`
+runs it (`prune_many`, then `jobs_prune`, 500 at a time, again at once while a batch was full)
+with `now` at the day's end and a retention of RETENTION_DAYS, then a plain VACUUM (what
+autovacuum does between two days of such churn) and the tables' sizes are read. After the
+retention has passed, each day deletes what one day adds: the size on the last day must be within
+10 % of the size on the first day after the retention. The pruning's rate is reported beside the
+rate a million executions a day needs (11.6/s)."""
 
 import time
 from datetime import UTC, datetime, timedelta
@@ -27,7 +28,7 @@ WITH j AS (
         max_attempts, backoff, initial_delay_ms, max_delay_ms, jitter, timeout_sec, priority, misfire_policy,
         concurrency_policy, state, next_fire_at, request_fingerprint, event_name, created_at, updated_at)
     SELECT gen_random_uuid(), %(tenant)s, 'bench retention ' || g, 'ONCE', t.at, '', 'UTC', 'default', 'noop', '{}',
-        3, 'EXPONENTIAL', 1000, 60000, true, 3600, 1, 'RUN_ONCE', 'ALLOW', 'COMPLETED', NULL, '', '', t.at, t.at
+        3, 'EXPONENTIAL', 1000, 60000, true, 3600, 1, 'RUN_ONCE', 'ALLOW', 'ACTIVE', t.at, '', '', t.at, t.at
     FROM generate_series(1, %(count)s) AS g
     CROSS JOIN LATERAL (SELECT %(day)s::timestamptz + (g::float / %(count)s) * interval '1 day' AS at) AS t
     RETURNING id, tenant_id, run_at

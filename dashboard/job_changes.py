@@ -12,6 +12,7 @@ from typing import Any
 from django.db.models import Max
 
 from audit.models import AuditEntry, AuditOutcome
+from executions import standing
 from executions.clock import db_now
 from jobs.models import Job
 from store import store
@@ -39,9 +40,9 @@ def job_changes_after(*, scope: list[int] | None, after: int, limit: int = 500) 
     if scope is not None:
         rows = rows.filter(tenant_id__in=scope)
     changes = list(rows.order_by("id").values("id", "job_id", "tenant_id", "action")[:limit])
-    states: dict[Any, str] = dict(
-        Job.objects.filter(pk__in={row["job_id"] for row in changes}).values_list("pk", "state")
-    )
+    jobs = list(Job.objects.filter(pk__in={row["job_id"] for row in changes}).only("pk", "state", "type", "updated_at"))
+    standing.attach(jobs)
+    states: dict[Any, str] = {job.pk: job.standing for job in jobs}
     return [
         {
             "id": row["id"],

@@ -15,7 +15,7 @@ from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import TruncMinute
 
 from audit.models import ActorKind, AuditEntry
-from executions import history
+from executions import history, standing
 from executions.models import Execution, ExecutionEvent
 from executions.states import TERMINAL, ExecutionState
 from jobs import cron, recurrence
@@ -114,11 +114,9 @@ def execution_state_counts(*, scope: list[int] | None) -> list[StateCount]:
 
 
 def job_state_counts(*, scope: list[int] | None) -> dict[str, int]:
-    """Jobs are few next to their executions; one grouped pass over (tenant, state) suffices."""
-    rows = job_list(scope=scope).order_by().values("state").annotate(n=Count("id"))
-    counts = {state: 0 for state in JobState.values}
-    counts.update({row["state"]: row["n"] for row in rows})
-    return counts
+    """Jobs are few next to their executions; one grouped pass over (tenant, state) suffices,
+    and a probe of each ACTIVE one-off's executions for those that read COMPLETED."""
+    return standing.counts(job_list(scope=scope))
 
 
 # --- The last hour ----------------------------------------------------------------------------------
@@ -298,7 +296,7 @@ def job_page(*, scope: list[int] | None, filters: JobFilters, page: int) -> tupl
             matches |= span.q("pk")
         jobs = jobs.filter(matches)
     if filters.state:
-        jobs = jobs.filter(state=filters.state)
+        jobs = jobs.filter(standing.jobs_in([filters.state]))
     if filters.type:
         jobs = jobs.filter(type=filters.type)
     if filters.pool:
@@ -315,6 +313,7 @@ def job_page(*, scope: list[int] | None, filters: JobFilters, page: int) -> tupl
     ).order_by("-created_at", "-id")
     start = (page - 1) * PAGE_SIZE
     rows: list[Job] = list(jobs[start : start + PAGE_SIZE + 1])
+    standing.attach(rows[:PAGE_SIZE])
     return rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
 
 
@@ -339,7 +338,7 @@ def next_fires(*, job: Job, now: datetime, count: int) -> list[Fire]:
         if job.next_fire_at is not None and job.next_fire_at <= now:
             times = [job.next_fire_at, *times[: count - 1]]
     else:
-        times = [job.next_fire_at] if job.next_fire_at is not None else []
+        times = [job.shown_next_fire_at] if job.shown_next_fire_at is not None else []
     return [Fire(utc=t, local=t.astimezone(zone)) for t in times]
 
 

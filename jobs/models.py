@@ -1,9 +1,12 @@
 import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
 
 from django.db import models
 from django.db.models import Q
 
-from jobs.states import JobState
+from jobs.states import JobState, StoredJobState
 
 
 class JobType(models.TextChoices):
@@ -100,7 +103,8 @@ class Job(models.Model):
     # CRON and INTERVAL jobs: paused by the system after this many consecutive fires ended DEAD
     # (README, "Pausing after failed fires"). Null: never.
     pause_after_failures = models.PositiveIntegerField(null=True, blank=True)
-    state = models.CharField(max_length=10, choices=JobState.choices, default=JobState.ACTIVE)
+    # As stored: a one-off job's COMPLETED is read from its executions (`standing`).
+    state = models.CharField(max_length=10, choices=StoredJobState.choices, default=StoredJobState.ACTIVE)
     # The fires that ended DEAD since the last that succeeded (or the last resume): counted by the
     # store in the transaction of the move to DEAD (store.count_failed_fire), only while
     # pause_after_failures is set. db_default: rows inserted by SQL of their own need not name it.
@@ -143,7 +147,7 @@ class Job(models.Model):
                 name="job_interval_has_period",
             ),
             models.CheckConstraint(condition=Q(type__in=JobType.values), name="job_type_valid"),
-            models.CheckConstraint(condition=Q(state__in=JobState.values), name="job_state_valid"),
+            models.CheckConstraint(condition=Q(state__in=StoredJobState.values), name="job_state_valid"),
             models.CheckConstraint(condition=Q(max_attempts__gte=1), name="job_max_attempts_positive"),
             models.CheckConstraint(condition=Q(timeout_sec__gte=1), name="job_timeout_positive"),
             models.CheckConstraint(
@@ -165,8 +169,14 @@ class Job(models.Model):
             models.Index(fields=["tenant", "state"], name="job_tenant_state"),
             # An event's matching: the tenant's event jobs on that name (events/services.py).
             models.Index(fields=["tenant", "event_name"], condition=Q(type="EVENT"), name="job_event_name"),
-            # The sweeper's look for ended jobs to prune (scheduling.pruning.jobs_prune).
-            models.Index(fields=["updated_at"], condition=Q(state__in=["COMPLETED", "CANCELLED"]), name="job_ended"),
+            # The sweeper's look for ended jobs to prune (scheduling.pruning.jobs_prune): the
+            # cancelled, and the one-offs, which end without a write (their COMPLETED is read).
+            # A one-off enters it as it is made, at the index's right edge (its time is now).
+            models.Index(
+                fields=["updated_at"],
+                condition=Q(state="CANCELLED") | Q(type__in=["ONCE", "DELAYED"]),
+                name="job_ending",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -179,6 +189,50 @@ class Job(models.Model):
     @property
     def is_recurring(self) -> bool:
         return self.type in RECURRING_TYPES
+
+    # What a reader sees of the job's state and times: as stored, but for a one-off ACTIVE job none
+    # of whose executions can run any more, which reads COMPLETED, with no next fire, changed when
+    # its last run ended. That is read from its executions, not stored (jobs/states.py):
+    # executions.standing.attach reads it for a page of jobs in one statement and sets `ended_at`
+    # (None: not ended that way); a job read alone asks for its own (`_ended_reader`).
+    ended_at: datetime | None  # set by executions.standing.attach, or on first read
+
+    @property
+    def standing(self) -> str:
+        return JobState.COMPLETED if self._ended() else self.state
+
+    @property
+    def shown_next_fire_at(self) -> datetime | None:
+        return None if self._ended() else self.next_fire_at
+
+    @property
+    def shown_updated_at(self) -> datetime:
+        ended = self._ended()
+        return max(ended, self.updated_at) if ended else self.updated_at
+
+    def refresh_from_db(self, *args: Any, **kwargs: Any) -> None:
+        self.__dict__.pop("ended_at", None)  # read again with the row
+        super().refresh_from_db(*args, **kwargs)
+
+    def _ended(self) -> datetime | None:
+        if self.state != StoredJobState.ACTIVE or self.type not in ONE_OFF_TYPES:
+            return None
+        if "ended_at" not in self.__dict__:
+            self.ended_at = _ended_reader(self)
+        return self.ended_at
+
+
+def _no_reader(job: Job) -> datetime | None:
+    raise LookupError("no reader of a one-off job's end is installed (executions.apps)")
+
+
+# Set by the executions app (executions/standing.py), which knows what can still run.
+_ended_reader: Callable[[Job], datetime | None] = _no_reader
+
+
+def read_ended_with(reader: Callable[[Job], datetime | None]) -> None:
+    global _ended_reader
+    _ended_reader = reader
 
 
 class JobVersion(models.Model):

@@ -3,8 +3,11 @@
 ACTIVE     fires as scheduled. Created so; `resume` brings a PAUSED job back.
 PAUSED     nothing of it is dispatched; its pending execution waits (the claim skips it).
 CANCELLED  terminal: no future fires; its pending executions were cancelled with it.
-COMPLETED  terminal, one-off jobs only: its execution reached a terminal state. A trigger or the
-           re-drive of its run re-opens it (`reopen`).
+COMPLETED  one-off jobs only: none of its executions can run any more. Read, not stored: the row
+           of such a job stays ACTIVE, and executions/standing.py reads COMPLETED from its
+           executions (a trigger or a re-drive gives it one that can run, and it reads ACTIVE
+           again). Writing it made every one-off pay a second version of its row and of each of
+           its index entries as its run ended (issue 36).
 """
 
 from django.db import models
@@ -13,31 +16,40 @@ from machines import InvalidMove, Machine
 
 
 class JobState(models.TextChoices):
+    """The states a reader sees (the API's `state`, the pages, the filters)."""
+
     ACTIVE = "ACTIVE"
     PAUSED = "PAUSED"
     CANCELLED = "CANCELLED"
     COMPLETED = "COMPLETED"
 
 
-JOB: Machine[JobState] = Machine(
+class StoredJobState(models.TextChoices):
+    """The states a job's row holds: COMPLETED is read (executions/standing.py)."""
+
+    ACTIVE = "ACTIVE"
+    PAUSED = "PAUSED"
+    CANCELLED = "CANCELLED"
+
+
+JOB: Machine[StoredJobState] = Machine(
     model="jobs.Job",
-    states=JobState,
+    states=StoredJobState,
     moves={
-        JobState.ACTIVE: {JobState.PAUSED, JobState.CANCELLED, JobState.COMPLETED},
-        JobState.PAUSED: {JobState.ACTIVE, JobState.CANCELLED},
-        JobState.CANCELLED: set(),
-        JobState.COMPLETED: {JobState.ACTIVE},
+        StoredJobState.ACTIVE: {StoredJobState.PAUSED, StoredJobState.CANCELLED},
+        StoredJobState.PAUSED: {StoredJobState.ACTIVE, StoredJobState.CANCELLED},
+        StoredJobState.CANCELLED: set(),
     },
     # Created ACTIVE; created PAUSED is created ACTIVE and paused in the same transaction.
-    initial={JobState.ACTIVE},
-    terminal={JobState.CANCELLED, JobState.COMPLETED},
-    reopening={(JobState.COMPLETED, JobState.ACTIVE)},
-    # The job's named transitions, and the store, whose move that ends a one-off job's last run
-    # settles the job in its own statement (jobs_complete, on PostgreSQL).
-    writers=["jobs.transitions", "store"],
+    initial={StoredJobState.ACTIVE},
+    terminal={StoredJobState.CANCELLED},
+    writers=["jobs.transitions"],
 )
 TRANSITIONS = JOB.moves
 TERMINAL = JOB.terminal
+# The states in which a job, as its readers see it, has ended: nothing of it runs any more, and
+# its definition no longer changes.
+ENDED = frozenset({JobState.CANCELLED, JobState.COMPLETED})
 
 
 class InvalidJobTransition(InvalidMove):

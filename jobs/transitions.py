@@ -4,10 +4,8 @@ answer (the job was not in a source state: someone moved it first, or the move i
 from where it is); every caller handles it. The services that ask for them, with what goes with
 each (a version check, the job's executions), are scheduling/job_changes.py's.
 
-Settling (ACTIVE → COMPLETED) happens inside the execution move that ends a one-off job's last
-run (store/), so that no run ends without its job being settled in the same
-transaction; `jobs_complete` is that move, and PostgreSQL's store writes it as a step of the
-execution's statement.
+A one-off job's COMPLETED is no move of these: it is read from its executions
+(executions/standing.py), so the end of its run writes nothing of the job.
 """
 
 from collections import defaultdict
@@ -17,8 +15,9 @@ from typing import Any
 
 from django.db.models import Case, DateTimeField, F, Value, When
 
-from jobs.models import ONE_OFF_TYPES, Job
-from jobs.states import JOB, JobState
+from jobs.models import Job
+from jobs.states import JOB
+from jobs.states import StoredJobState as JobState
 
 
 def _move(name: str, job_id: Any, now: datetime, **values: Any) -> bool:
@@ -91,30 +90,13 @@ def cancel(*, job_id: Any, now: datetime) -> bool:
     return _move("cancel", job_id, now, next_fire_at=None, paused_reason="")
 
 
-@JOB.transition([JobState.COMPLETED], JobState.ACTIVE)
-def reopen(*, job_id: Any, now: datetime) -> bool:
-    """COMPLETED → ACTIVE: a completed one-off job runs again (triggered, or a run re-driven)."""
-    return _move("reopen", job_id, now)
-
-
-@JOB.transition([JobState.ACTIVE], JobState.COMPLETED)
-def jobs_complete(*, job_ids: list, now: datetime, open_states: Iterable[str]) -> int:
-    """ACTIVE → COMPLETED for each one-off job among `job_ids` none of whose executions is in one
-    of `open_states` (can still run). Returns how many moved."""
-    return (
-        Job.objects.filter(pk__in=job_ids, state__in=JOB.sources("jobs_complete"), type__in=ONE_OFF_TYPES)
-        .exclude(executions__state__in=list(open_states))
-        .update(state=JOB.target("jobs_complete"), next_fire_at=None, updated_at=now)
-    )
-
-
 def jobs_advance(*, next_fires: Mapping[Any, datetime]) -> int:
     """Record many jobs' next fires in one statement (no change of state): one CASE branch per
     distinct time, so a herd of jobs that fire together is one branch.
 
-    updated_at stays: it is when the job's definition or state last changed (an ended job's is
-    when it ended, which the pruning's index reads), not its every fire. Writing it made each
-    fire's update of the row rewrite every index of the table (job_ended indexes it), where now
+    updated_at stays: it is when the job's definition or state last changed (a cancelled job's is
+    when it was cancelled, which the pruning's index reads), not its every fire. Writing it made
+    each fire's update of the row rewrite every index of the table (job_ending indexes it), where now
     PostgreSQL keeps the new version on the row's page (HOT: jobs 0008)."""
     if not next_fires:
         return 0

@@ -19,6 +19,7 @@ from typing import Any
 
 from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 
+from executions import standing
 from executions.models import Execution
 from executions.states import ExecutionState
 from jobs.models import Job
@@ -93,9 +94,15 @@ def _moved_at(row: Any, state: str) -> datetime:
 
 def attach_last_runs(jobs: list[Job], *, new: bool = False) -> list[Job]:
     """Set `last_run` on each of a page's jobs (what the job resource's lastRunState and
-    lastRunAt read), in two statements; none for jobs just created (`new`), which have not run.
-    Returns the jobs."""
+    lastRunAt read), in two statements, and whether each one-off has ended (its state and times
+    as shown: executions.standing) in one more; none for jobs just created (`new`), which have
+    not run. Returns the jobs."""
     found = {} if new else last_runs(jobs)
+    if new:
+        for job in jobs:
+            job.ended_at = None
+    else:
+        standing.attach(jobs)
     for job in jobs:
         job.last_run = found.get(job.pk, NONE)  # type: ignore[attr-defined]  # read by web/api/job_serializers.py
     return jobs

@@ -1,14 +1,13 @@
 import dataclasses
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, QuerySet
 
 from executions import history
-from executions.models import Execution, ExecutionEvent, Origin
+from executions.models import Execution, ExecutionEvent, Origin, in_states
 from executions.states import ExecutionState
 from jobs import misfire, recurrence
 from jobs import registry as job_registry
@@ -22,18 +21,6 @@ from readmodels.backlog import due_work
 def execution_list(*, scope: list[int] | None) -> QuerySet[Execution]:
     executions = Execution.objects.all()
     return executions if scope is None else executions.filter(tenant_id__in=scope)
-
-
-def in_states(states: Iterable[str]) -> Q:
-    """Executions in any of `states`, spelt as ORs of equalities, never as an IN list: on
-    PostgreSQL the state-ordered indexes leave out QUEUED and RUNNING rows, which have partial
-    indexes of their own (executions.models.PartialOnPostgres), and the planner reads one index per
-    arm of an OR (a BitmapOr) whose condition that arm implies, where an IN list implies none of
-    them and is read by a scan of the whole table."""
-    found = Q(pk__in=[])
-    for state in states:
-        found |= Q(state=state)
-    return found
 
 
 def execution_get(*, scope: list[int] | None, execution_id) -> Execution | None:

@@ -149,6 +149,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and _env_bo
     # own queries bind on the client and are never prepared, whatever this says. Set
     # DATABASE_PREPARED_STATEMENTS=0 behind a transaction-pooling PgBouncer older than 1.21.
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # No JIT compilation: every statement here is short (a page, a claim, a probe per row), and
+    # where the planner's estimate of one runs high (a probe of each job's executions: a job list
+    # filtered by state) compiling it cost 270 ms for a 4 ms query (dashboard/tests/test_performance.py).
+    _options = DATABASES["default"].setdefault("OPTIONS", {})
+    _options["options"] = f"{_options.get('options', '')} -c jit=off".strip()
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")

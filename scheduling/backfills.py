@@ -32,6 +32,7 @@ from executions.models import (
 from executions.states import TERMINAL, BackfillState, ExecutionState, InvalidTransition
 from jobs import recurrence
 from jobs.models import Job
+from jobs.states import ENDED as JOB_ENDED
 from jobs.states import InvalidJobTransition, JobState
 from machines import InvalidMove
 from scheduling import runs
@@ -224,7 +225,7 @@ def backfill_release(*, now: datetime, limit: int) -> tuple[int, int]:
             if backfill is None:
                 continue  # another sweeper has it, or it ended
             job = backfill.job
-            if job.state in (JobState.CANCELLED, JobState.COMPLETED):
+            if job.standing in JOB_ENDED:
                 backfill_transitions.backfill_cancel(backfill_id=backfill.pk, now=now)
                 finished += 1
                 continue

@@ -11,7 +11,6 @@ from django.db import transaction
 from executions import steps, transitions
 from executions.models import Execution
 from executions.states import REDRIVABLE, ExecutionState, InvalidTransition
-from jobs import transitions as job_transitions
 from jobs.models import Job
 from jobs.states import JobState
 
@@ -38,7 +37,7 @@ def execution_cancel(*, execution: Execution, now: datetime, reason: str = "canc
 @transaction.atomic
 def execution_redrive(*, execution: Execution, now: datetime, reason: str = "re-driven") -> Execution:
     """Run a DEAD, FAILED or CANCELLED execution again, now, as its next attempt; its completed
-    job becomes active again. A workflow step's downstream steps that were cancelled (it failed,
+    job reads ACTIVE again (executions/standing.py). A workflow step's downstream steps that were cancelled (it failed,
     or its run was cancelled) are BLOCKED again, to run after it."""
     job = Job.objects.select_for_update().get(pk=execution.job_id)
     if job.state == JobState.CANCELLED:
@@ -54,8 +53,6 @@ def execution_redrive(*, execution: Execution, now: datetime, reason: str = "re-
         execution_id=execution.pk, source=S(current), now=now, reason=reason
     ):
         raise InvalidTransition(current or "missing", S.PENDING)
-    if job.state == JobState.COMPLETED and not job_transitions.reopen(job_id=job.pk, now=now):
-        raise InvalidTransition(f"{current} (job {job.state.lower()})", S.PENDING)
     if execution.run_id is not None:
         # A step's downstream steps, cancelled because it failed, wait for it again.
         steps.reopen_downstream(run_id=execution.run_id, step=execution.step, now=now)

@@ -13,7 +13,7 @@ from executions.models import Execution, Origin, Run
 from executions.states import ExecutionState
 from jobs import transitions as job_transitions
 from jobs.models import Job, JobType
-from jobs.states import TERMINAL as JOB_TERMINAL
+from jobs.states import ENDED as JOB_ENDED
 from jobs.states import InvalidJobTransition, JobState
 from jobs.versions import version_number, version_one, versions_record
 from scheduling import runs
@@ -72,9 +72,9 @@ def job_update(
     versions is changed (StaleVersion otherwise), checked under the job's row lock."""
     job = Job.objects.select_for_update().get(pk=job.pk)
     _check_version(job, if_version)
-    if job.state in JOB_TERMINAL:
+    if job.standing in JOB_ENDED:
         # Nothing of a finished job will run again, so a new time would promise a phantom fire.
-        raise InvalidJobTransition(job.id, job.state, "updated")
+        raise InvalidJobTransition(job.id, job.standing, "updated")
     before = {job.pk: version_one(job)}  # its version 1, should the row still be the only one that holds it
     for name, value in fields.items():
         setattr(job, name, value)
@@ -121,7 +121,7 @@ def job_pause(*, job: Job, now: datetime, if_version: Collection[int] | None = N
     """No execution of a paused job is claimed; the pending one waits for `resume`. With
     `if_version`, as job_update's."""
     _lock_at_version(job, if_version)
-    if not job_transitions.pause(job_id=job.pk, now=now):
+    if _ended(job) or not job_transitions.pause(job_id=job.pk, now=now):
         raise InvalidJobTransition(job.pk, _state_of(job), JobState.PAUSED)
     return Job.objects.get(pk=job.pk)
 
@@ -143,7 +143,7 @@ def job_cancel(*, job: Job, now: datetime, if_version: Collection[int] | None = 
     (pending or queued). Runs already started finish (cancel them one by one to stop them). With
     `if_version`, as job_update's."""
     _lock_at_version(job, if_version)
-    if not job_transitions.cancel(job_id=job.pk, now=now):
+    if _ended(job) or not job_transitions.cancel(job_id=job.pk, now=now):
         raise InvalidJobTransition(job.pk, _state_of(job), JobState.CANCELLED)
     unstarted_states = [ExecutionState.PENDING, ExecutionState.QUEUED]
     unstarted = Execution.objects.filter(job_id=job.pk, state__in=unstarted_states)
@@ -159,17 +159,26 @@ def job_cancel(*, job: Job, now: datetime, if_version: Collection[int] | None = 
 
 @transaction.atomic
 def job_trigger(*, job: Job, now: datetime) -> Execution:
-    """Run now, outside the schedule: a new execution due immediately."""
+    """Run now, outside the schedule: a new execution due immediately (a COMPLETED one-off job
+    reads ACTIVE again while it can run: executions/standing.py)."""
     job = Job.objects.select_for_update().get(pk=job.pk)
-    if job.state == JobState.COMPLETED:
-        if not job_transitions.reopen(job_id=job.pk, now=now):
-            raise InvalidJobTransition(job.pk, _state_of(job), JobState.ACTIVE)
-    elif job.state == JobState.PAUSED:
+    if job.state == JobState.PAUSED:
         raise InvalidJobTransition(job.pk, job.state, "triggered", "the job is paused; resume it first")
     elif job.state != JobState.ACTIVE:
         raise InvalidJobTransition(job.pk, job.state, "triggered", f"the job is {job.state.lower()}; it runs no more")
     return execution_create(job=job, scheduled_for=now, now=now, origin=Origin.TRIGGER)
 
 
+def _ended(job: Job) -> bool:
+    """A one-off job none of whose executions can run: it reads COMPLETED (executions/standing.py),
+    and neither pauses nor cancels. Read under the job's row lock; a run that ends as it is read
+    leaves a paused or cancelled job whose run has ended, as when the end came just after."""
+    if not job.is_one_off:
+        return False
+    fresh = Job.objects.filter(pk=job.pk).first()
+    return fresh is not None and fresh.standing == JobState.COMPLETED
+
+
 def _state_of(job: Job) -> str:
-    return Job.objects.filter(pk=job.pk).values_list("state", flat=True).first() or job.state
+    fresh = Job.objects.filter(pk=job.pk).first()
+    return fresh.standing if fresh is not None else job.state

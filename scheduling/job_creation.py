@@ -12,10 +12,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from executions import transitions
+from executions.standing import live_count
 from jobs import cron
 from jobs.models import Job
 from jobs.rows import new_row
-from jobs.states import JobState
 from scheduling import runs
 from scheduling.timing import complete_timing, first_fire
 from store import store
@@ -103,7 +103,7 @@ def _job_create(
             if tenant.max_active_jobs is not None:
                 # Lock the tenant row so concurrent creates count one another.
                 Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
-                active = Job.objects.filter(tenant=tenant, state__in=[JobState.ACTIVE, JobState.PAUSED]).count()
+                active = live_count(Job.objects.filter(tenant=tenant))
                 if active >= tenant.max_active_jobs:
                     raise QuotaExceeded(
                         f"tenant '{tenant.slug}' has reached its limit of {tenant.max_active_jobs} active jobs",
@@ -211,7 +211,7 @@ def _jobs_create_bulk(
                 # its jobs count as active, so look for them before counting, or a replay is a 429.
                 if keys and (existing := _batch_by_keys(tenant=tenant, keys=keys, fingerprint=fingerprint)):
                     return BulkCreateResult(existing, created=False)
-                active = Job.objects.filter(tenant=tenant, state__in=[JobState.ACTIVE, JobState.PAUSED]).count()
+                active = live_count(Job.objects.filter(tenant=tenant))
                 if active + len(items) > tenant.max_active_jobs:
                     raise QuotaExceeded(
                         f"tenant '{tenant.slug}' has {active} active jobs and a limit of {tenant.max_active_jobs};"

@@ -36,6 +36,17 @@ FAILURE_MESSAGE = re.compile(r"attempt (\d+) of (\S+)")
 ONE_SECOND = timedelta(seconds=1)
 
 
+# Each job's state as its readers see it: a one-off whose executions have all ended reads COMPLETED
+# (executions/standing.py), its row still ACTIVE.
+JOB_STATES = """
+SELECT id::text, CASE WHEN state = 'ACTIVE' AND type IN ('ONCE', 'DELAYED') AND NOT EXISTS (
+    SELECT 1 FROM executions_execution e WHERE e.job_id = jobs_job.id
+    AND e.state NOT IN ('SUCCEEDED', 'CANCELLED', 'DEAD', 'DISCARDED')) THEN 'COMPLETED' ELSE state END,
+    created_at
+FROM jobs_job
+"""
+
+
 @dataclass(frozen=True)
 class Event:
     id: int

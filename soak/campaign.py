@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from soak.api import Api
-from soak.audit import Effect, Event, Execution, Figures, audit_cron, audit_execution
+from soak.audit import JOB_STATES, Effect, Event, Execution, Figures, audit_cron, audit_execution
 from soak.config import FAULTS, LEASE, OVERRUN_SECONDS, ROOT, TERMINAL, TIMINGS, Config, SoakError, log
 from soak.plan import Planned, fault_times, plan
 from soak.roles import Role, Roles, free_port, group_members, wait_until
@@ -390,10 +390,7 @@ class Soak:
         known = {row[0] for row in rows}
         for execution_id in set(effects) - known:
             say(f"effects of an execution that does not exist: {execution_id}")
-        jobs = {
-            job_id: (state, created_at)
-            for job_id, state, created_at in self.conn.execute("SELECT id::text, state, created_at FROM jobs_job")
-        }
+        jobs = {job_id: (state, created_at) for job_id, state, created_at in self.conn.execute(JOB_STATES)}
         submitted = {job.job_id for job in self.jobs if job.job_id}
         for job_id in set(jobs) - submitted:
             say(f"job {job_id} exists but the soak did not get it back from a create (a create counted twice?)")

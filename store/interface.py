@@ -101,7 +101,7 @@ class Store(abc.ABC):
         message: str = "",
     ) -> Change | None:
         """UPDATE one execution from `source` to `target` (under `lease_token`, when given) with
-        `values`, write its event and, on a terminal state, settle its job. Returns the change,
+        `values` and write its event. Returns the change,
         or None when the row was not in `source` (nothing written)."""
         ...
 
@@ -255,9 +255,6 @@ class Store(abc.ABC):
     def advance_jobs(self, next_fires: Mapping[Any, datetime]) -> None:
         """Record each job's next fire (job id: time), in one statement."""
         ...
-
-    @abc.abstractmethod
-    def settle_jobs(self, *, job_ids: list, now: datetime) -> None: ...
 
     @abc.abstractmethod
     def job_rows(self, job_ids: Sequence[Any], columns: Sequence[str]) -> list[tuple]:

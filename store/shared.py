@@ -12,7 +12,6 @@ from typing import Any, ClassVar, NamedTuple
 from django.db import connections, transaction
 from django.db.models import F, Field, QuerySet
 
-from jobs import transitions as job_transitions
 from jobs.models import Job
 from store import history, queries, tables
 from store.interface import Store
@@ -181,7 +180,7 @@ class SharedStore(RateLimitOperations, Statements, Store):
     ) -> MovedSet:
         """Move every execution in `source` matching `where` (SQL over the executions table) to
         `target` in one UPDATE … RETURNING, with `assignments` (SQL SET clauses), and write their
-        events and, on a finished state, settle their jobs."""
+        events."""
 
     @abc.abstractmethod
     def _id_in(self, ids: Sequence[Any]) -> tuple[str, list]:
@@ -322,9 +321,6 @@ class SharedStore(RateLimitOperations, Statements, Store):
         assert threshold is not None  # the filter's
         Job.objects.filter(pk=ended["job_id"]).update(failed_fires=F("failed_fires") + 1)
         return FailedFire(ended["job_id"], job["failed_fires"] + 1, threshold)
-
-    def settle_jobs(self, *, job_ids: list, now: datetime) -> None:
-        job_transitions.jobs_complete(job_ids=job_ids, now=now, open_states=tables.open_states())
 
     def job_rows(self, job_ids: Sequence[Any], columns: Sequence[str]) -> list[tuple]:
         """`columns` of the jobs `job_ids` (the first column `id`), one row each, in one statement:

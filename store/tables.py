@@ -42,10 +42,5 @@ DEAD = "DEAD"
 DISCARDED = "DISCARDED"
 
 # The states no run leaves (executions.states.TERMINAL; store/tests/test_tables.py holds them
-# equal): a move into one settles the execution's job in the same transaction.
+# equal).
 FINISHED = frozenset({SUCCEEDED, CANCELLED, DEAD, DISCARDED})
-
-
-def open_states() -> list[str]:
-    """The execution states from which a run can still happen (a job with one is not complete)."""
-    return [value for value, _ in execution_field("state").choices or () if value not in FINISHED]

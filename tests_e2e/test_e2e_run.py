@@ -36,7 +36,7 @@ def test_one_off_job_runs_once_and_is_dispatched_within_a_second_of_its_time(liv
     assert done.result == {"hello": "world"}
     assert history(done.pk) == [("", "PENDING"), ("PENDING", "QUEUED"), ("QUEUED", "RUNNING"), ("RUNNING", "SUCCEEDED")]
     assert done.lease_token == 1 and done.attempt == 1
-    assert Job.objects.get(pk=job.pk).state == "COMPLETED"
+    assert Job.objects.get(pk=job.pk).standing == "COMPLETED"
 
 
 def test_defect7_with_future_work_pending_the_dispatcher_loop_runs_clean_and_on_time(live, tenant, make_job):
@@ -125,7 +125,7 @@ def test_failing_job_is_retried_by_its_policy_and_ends_dead_after_max_attempts(l
     gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(starts)]
     assert all(1.0 <= gap < 2.5 for gap in gaps), gaps
     assert "failing on purpose (attempt 3)" in dead.error
-    assert Job.objects.get(pk=job.pk).state == "COMPLETED"
+    assert Job.objects.get(pk=job.pk).standing == "COMPLETED"
 
 
 def test_timed_out_attempts_follow_the_retry_policy(live, tenant, make_job):

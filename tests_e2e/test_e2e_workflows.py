@@ -65,7 +65,7 @@ def test_a_diamond_runs_its_last_step_once_after_both_branches_with_their_result
     assert _count(d, "BLOCKED", "PENDING") == 1
     assert run_state((e.state, e.attempt) for e in steps.values()) == "SUCCEEDED"
     job.refresh_from_db()
-    assert job.state == "COMPLETED"
+    assert job.standing == "COMPLETED"
 
 
 def test_a_dead_step_cancels_its_downstream_step_not_its_sibling_and_its_redrive_runs_it(live, tenant, make_job):

@@ -158,7 +158,7 @@ def jobs_act_audited(*, actor: Actor, jobs: list[Job], action: str, now: datetim
     request_id = uuid.uuid4()
     result = JobsActResult(done=[], skipped=[])
     for job in jobs:
-        if job.state not in BULK_JOB_ACTIONS[action]:
+        if job.standing not in BULK_JOB_ACTIONS[action]:
             result.skipped.append(job)
             continue
         try:

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from jobs.models import Job, JobVersion
-from jobs.states import TERMINAL
+from jobs.states import ENDED
 from jobs.versions import changes_between, version_get, version_list
 from web.api.job_api_names import api_changes, api_definition
 
@@ -51,5 +51,5 @@ def versions_panel(*, job: Job, chosen_number: str) -> dict[str, Any]:
         "version_chosen": chosen and ShownVersion.of(chosen),
         "version_latest": latest and ShownVersion.of(latest),
         "restore_changes": restore_changes,
-        "can_restore": bool(restore_changes) and job.state not in TERMINAL,
+        "can_restore": bool(restore_changes) and job.standing not in ENDED,
     }

@@ -8,9 +8,8 @@ from typing import Any
 from django.db.models import Max
 
 from executions import history
-from executions.models import Execution, ExecutionEvent
+from executions.models import Execution, ExecutionEvent, in_states
 from executions.states import ExecutionState as S
-from readmodels.selectors import in_states
 
 
 def latest_event_id() -> int:
@@ -63,7 +62,7 @@ def live_derived_since(*, scope: list[int] | None, since: datetime, limit: int =
     store/history.py) that changed at or after `since`, oldest first, in the caller's scope, as
     `live_events_after` gives the rows' (their `id` None). A range of execution_activity (state,
     updated_at) per state at rest of the happy path, and the QUEUED and RUNNING rows' own indexes
-    (in_states: a BitmapOr); the newest `limit` executions of the window, so a burst cannot hold
+    (executions.models.in_states: a BitmapOr); the newest `limit` executions of the window, so a burst cannot hold
     the feed on old ones (the pages re-read their regions on any change)."""
     executions = Execution.objects.filter(in_states(_DERIVED_STATES), history_derived=True, updated_at__gte=since)
     if scope is not None:

@@ -37,7 +37,7 @@ SELECT
     CASE WHEN j %% 13 = 0 THEN 'fail' ELSE 'noop' END,
     '{"rows": 100}'::jsonb,
     3, 'EXPONENTIAL', 1000, 60000, true, 3600, 1, 'RUN_ONCE', 'ALLOW',
-    CASE WHEN j %% 10 = 0 THEN 'ACTIVE' WHEN j %% 50 = 1 THEN 'PAUSED' ELSE 'COMPLETED' END,
+    CASE WHEN j %% 10 = 0 THEN 'ACTIVE' WHEN j %% 50 = 1 THEN 'PAUSED' ELSE 'ACTIVE' END,
     CASE WHEN j %% 10 = 0 THEN %(now)s + interval '5 minutes' ELSE NULL END,
     NULL, '', '',
     %(now)s - (j || ' minutes')::interval,

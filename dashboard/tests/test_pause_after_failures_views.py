@@ -61,7 +61,7 @@ def test_the_job_page_says_why_the_system_paused_it_until_resumed(member_client,
 
     assert 'data-testid="paused-reason"' in paused and "paused after 2 consecutive failed fires" in paused
     assert "2 failed fires in a row (now 2)" in paused
-    assert Job.objects.get(pk=job.pk).state == "ACTIVE"
+    assert Job.objects.get(pk=job.pk).standing == "ACTIVE"
     assert 'data-testid="paused-reason"' not in resumed and "(now 0)" in resumed
 
 

@@ -163,3 +163,26 @@ def test_the_page_lists_a_clicked_buckets_jobs(member_client, tenant, other_tena
     assert member_client.get("/dashboard/upcoming/", {"bucket": other}).context["chosen"].index == other
     assert member_client.get("/dashboard/upcoming/", {"bucket": "nope"}).context["chosen"].index == chosen.index
     assert member_client.get("/dashboard/upcoming/", {"bucket": "999"}).status_code == 200
+
+
+def test_a_one_off_counts_while_its_first_run_waits_and_not_once_it_has_ended(tenant, make_job, drive):
+    """A one-off's fire is its first attempt still waiting: one cancelled before its time, whose job
+    reads COMPLETED with its next fire as it was made (executions/standing.py), counts nothing;
+    a workflow's root steps waiting together are one fire of their job."""
+    waiting = make_job(tenant, type="ONCE", run_at=NOW + timedelta(hours=2), name="waiting", now=NOW)
+    ended = make_job(tenant, type="ONCE", run_at=NOW + timedelta(hours=3), name="ended", now=NOW)
+    drive(ended.executions.get(), "CANCELLED")
+    steps = [
+        {"name": root, "target": {"pool": "default", "handler": "noop"}, "payload": {}, "depends_on": []}
+        for root in ("a", "b")
+    ]
+    make_job(
+        tenant, type="ONCE", run_at=NOW + timedelta(hours=4), name="flow", pool="", handler="",
+        workflow={"steps": steps}, now=NOW,
+    )  # fmt: skip
+
+    fires = upcoming_fires(scope=None, now=NOW)
+
+    assert _bucket_at(fires, waiting.run_at).count == 1
+    assert _bucket_at(fires, ended.run_at).count == 0
+    assert _bucket_at(fires, NOW + timedelta(hours=4)).jobs_total == 1

@@ -160,7 +160,7 @@ def test_a_member_cannot_act_on_another_tenants_job(member_client, other_tenant,
     theirs = make_job(other_tenant)
     response = member_client.post(f"/dashboard/jobs/{theirs.pk}/pause")
     assert response.status_code == 404
-    assert Job.objects.get(pk=theirs.pk).state == "ACTIVE"
+    assert Job.objects.get(pk=theirs.pk).standing == "ACTIVE"
     entry = AuditEntry.objects.get()
     assert (entry.action, entry.outcome, entry.tenant_id, entry.actor) == ("job.pause", "NOT_FOUND", None, "ada")
 
@@ -194,7 +194,7 @@ def test_actions_refuse_a_post_without_the_csrf_token(member, tenant, make_job):
         "/dashboard/jobs/new",
     ):
         assert client.post(path, {"ids": [str(job.pk)]}).status_code == 403, path
-    assert Job.objects.get(pk=job.pk).state == "ACTIVE"
+    assert Job.objects.get(pk=job.pk).standing == "ACTIVE"
     assert not AuditEntry.objects.exists()
 
 
@@ -217,7 +217,7 @@ def test_actions_are_post_only(member_client, tenant, make_job):
     """A GET to an action URL does nothing (405)."""
     job = make_job(tenant)
     assert member_client.get(f"/dashboard/jobs/{job.pk}/cancel").status_code == 405
-    assert Job.objects.get(pk=job.pk).state == "ACTIVE"
+    assert Job.objects.get(pk=job.pk).standing == "ACTIVE"
 
 
 # --- Job actions ------------------------------------------------------------------------------------------
@@ -231,7 +231,7 @@ def test_pause_resume_trigger_cancel_go_through_the_services_and_are_audited(mem
     member_client.post(f"/dashboard/jobs/{job.pk}/pause")
     assert Job.objects.get(pk=job.pk).state == "PAUSED"
     member_client.post(f"/dashboard/jobs/{job.pk}/resume")
-    assert Job.objects.get(pk=job.pk).state == "ACTIVE"
+    assert Job.objects.get(pk=job.pk).standing == "ACTIVE"
     member_client.post(f"/dashboard/jobs/{job.pk}/trigger")
     assert job.executions.filter(origin="TRIGGER", state="PENDING").count() == 1
     member_client.post(f"/dashboard/jobs/{job.pk}/cancel")

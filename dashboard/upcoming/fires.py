@@ -4,7 +4,8 @@ operator sees a midnight herd (a thousand jobs on `0 0 * * *`) before it arrives
 Where the fires come from: an active CRON job's schedule (jobs/cron.py, in its timezone, its `H`
 values resolved with its id as the dispatcher resolves them), from its pending fire on; an active
 INTERVAL job's grid (jobs/recurrence.py: arithmetic, per job); a one-off or delayed job's
-`next_fire_at`. Two jobs whose resolved schedule and timezone are the same fire
+first attempt still waiting (its job's `next_fire_at` stays as its run ends:
+executions/standing.py). Two jobs whose resolved schedule and timezone are the same fire
 at the same instants, so each distinct (schedule, timezone) is counted once per bucket and its
 count added once per job: a herd of a thousand identical schedules costs one count.
 
@@ -26,8 +27,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import Min
+
+from executions.models import Execution
+from executions.states import ExecutionState
 from jobs import cron
-from jobs.models import Job, JobType
+from jobs.models import ONE_OFF_TYPES, Job, JobType
 from jobs.recurrence import Interval
 from jobs.states import JobState
 from pools import registry
@@ -100,14 +105,35 @@ class Upcoming:
 def upcoming_fires(*, scope: list[int] | None, now: datetime) -> Upcoming:
     start = now.replace(second=0, microsecond=0, minute=now.minute - now.minute % 15)
     end = start + BUCKETS * BUCKET
-    jobs = Job.objects.filter(state=JobState.ACTIVE, next_fire_at__isnull=False, next_fire_at__lt=end)
+    jobs = Job.objects.filter(state=JobState.ACTIVE, next_fire_at__isnull=False, next_fire_at__lt=end).exclude(
+        type__in=ONE_OFF_TYPES
+    )
+    waiting = Execution.objects.filter(
+        state=ExecutionState.PENDING,
+        attempt=1,
+        available_at__lt=end,
+        job__state=JobState.ACTIVE,
+        job__type__in=ONE_OFF_TYPES,
+    )
     if scope is not None:
         jobs = jobs.filter(tenant_id__in=scope)
+        waiting = waiting.filter(tenant_id__in=scope)
     rows: list[tuple[Any, ...]] = list(
         jobs.order_by("next_fire_at").values_list(
             "id", "name", "type", "schedule", "timezone", "pool", "next_fire_at", "workflow", "every_sec", "start_at"
         )[: MAX_JOBS + 1]
     )
+    # A workflow one-off's root steps wait together: one fire of the job, at its earliest.
+    job_columns = ("job__name", "job__type", "job__schedule", "job__timezone", "job__pool")
+    later_columns = ("job__workflow", "job__every_sec", "job__start_at")
+    rows += list(
+        waiting.order_by()
+        .values("job_id", *job_columns, *later_columns)
+        .annotate(fire=Min("available_at"))
+        .order_by("fire")
+        .values_list("job_id", *job_columns, "fire", *later_columns)[: MAX_JOBS + 1]
+    )
+    rows.sort(key=lambda row: row[6])
     jobs_capped = len(rows) > MAX_JOBS
     rows = rows[:MAX_JOBS]
 

@@ -106,7 +106,7 @@ def test_a_cancelled_pending_execution_is_cancelled_at_once_and_never_claimed(te
 
     assert claim(now + timedelta(minutes=1)) == []
     assert history(execution.pk) == [("", "PENDING"), ("PENDING", "CANCELLED")]
-    assert Job.objects.get(pk=job.pk).state == "COMPLETED"
+    assert Job.objects.get(pk=job.pk).standing == "COMPLETED"
 
 
 # --- misfire policies: the scheduler was down for an hour ----------------------------------------
@@ -219,7 +219,7 @@ def test_forbid_skips_a_fire_while_the_previous_run_is_active(tenant, make_job):
     succeed(running_id, now=second + timedelta(seconds=5))
     third = second + timedelta(minutes=1)
     assert [Execution.objects.get(pk=d.execution_id).scheduled_for for d in claim(third)] == [third]
-    assert Job.objects.get(pk=job.pk).state == "ACTIVE"
+    assert Job.objects.get(pk=job.pk).standing == "ACTIVE"
 
 
 def test_replace_asks_the_running_run_to_cancel_and_runs_the_new_fire(tenant, make_job):
@@ -269,7 +269,7 @@ def test_a_one_off_job_is_completed_when_its_execution_is_terminal(tenant, make_
 
     assert execution.state == final
     job.refresh_from_db()
-    assert job.state == "COMPLETED" and job.next_fire_at is None
+    assert job.standing == "COMPLETED" and job.shown_next_fire_at is None
 
 
 @pytest.mark.django_db(transaction=True)
@@ -281,7 +281,7 @@ def test_a_one_off_job_stays_active_while_a_retry_is_pending(tenant, make_job):
     execution = _run_in_process(job)
 
     assert execution.state == "PENDING" and execution.attempt == 2
-    assert Job.objects.get(pk=job.pk).state == "ACTIVE"
+    assert Job.objects.get(pk=job.pk).standing == "ACTIVE"
 
 
 @pytest.mark.django_db(transaction=True)

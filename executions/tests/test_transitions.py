@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from executions import transitions
 from executions.models import Execution, ExecutionEvent
+from executions.standing import completed
 from executions.states import ExecutionState as S
 from jobs.models import Job
 from scheduling.job_changes import job_trigger
@@ -61,8 +62,8 @@ def test_a_move_that_does_not_match_changes_nothing(tenant, make_job):
 
 @pytest.mark.django_db
 def test_a_job_with_another_open_execution_is_not_completed(tenant, make_job):
-    """The settling step reads the rows as they were before the statement: the execution being
-    finished must not count as open, while another one of the same job must."""
+    """A one-off reads COMPLETED once none of its executions can run (executions/standing.py):
+    not while another of its executions can, and then changed when the last one ended."""
     now = timezone.now()
     job = make_job(tenant, run_at=now - timedelta(seconds=1))
     first = job.executions.get()
@@ -70,11 +71,12 @@ def test_a_job_with_another_open_execution_is_not_completed(tenant, make_job):
     _queued_then_running(first, now)
 
     assert transitions.succeed(execution_id=first.pk, lease_token=1, now=now, result=None)
-    assert Job.objects.get(pk=job.pk).state == "ACTIVE"
+    assert Job.objects.get(pk=job.pk).standing == "ACTIVE"
 
     assert transitions.cancel(execution_id=second.pk, now=now, reason="cancelled")
     job = Job.objects.get(pk=job.pk)
-    assert (job.state, job.next_fire_at, job.updated_at) == ("COMPLETED", None, now)
+    assert (job.standing, job.shown_next_fire_at, job.ended_at) == ("COMPLETED", None, now)
+    assert job.state == "ACTIVE"  # as stored: the end of its runs wrote nothing of it
 
 
 @pytest.mark.django_db
@@ -85,7 +87,7 @@ def test_a_cron_job_is_not_completed_by_its_run_ending(tenant, make_job):
 
     assert transitions.cancel(execution_id=execution.pk, now=now, reason="cancelled")
 
-    assert Job.objects.get(pk=job.pk).state == "ACTIVE"
+    assert Job.objects.get(pk=job.pk).standing == "ACTIVE"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -115,7 +117,7 @@ def test_a_set_move_records_one_event_per_row(tenant, make_job):
     assert sorted((str(e.execution_id), e.from_state, e.message) for e in events) == sorted(
         (str(e.pk), S.DEAD, "bulk") for e in executions
     )
-    assert Job.objects.filter(pk__in=[e.job_id for e in executions], state="COMPLETED").count() == 3
+    assert Job.objects.filter(completed(), pk__in=[e.job_id for e in executions]).count() == 3
 
 
 @pytest.mark.django_db
@@ -153,8 +155,8 @@ def test_successes_are_recorded_together_each_under_its_own_lease(tenant, make_j
         (first.pk, done[0], S.RUNNING, "w:1"),
         (second.pk, done[1], S.RUNNING, "w:1"),
     ]
-    assert Job.objects.get(pk=job.pk).state == "COMPLETED"
-    assert Job.objects.get(pk=fenced.job_id).state == "ACTIVE"
+    assert Job.objects.get(pk=job.pk).standing == "COMPLETED"
+    assert Job.objects.get(pk=fenced.job_id).standing == "ACTIVE"
 
 
 @pytest.mark.django_db

@@ -72,7 +72,7 @@ def test_a_lost_last_attempt_is_dead_and_completes_its_one_off_job(tenant, make_
     execution.refresh_from_db()
     assert execution.state == "DEAD"
     assert history(execution.pk)[-1] == ("FAILED_WORKER_LOST", "DEAD")
-    assert Job.objects.get(pk=job.pk).state == "COMPLETED"
+    assert Job.objects.get(pk=job.pk).standing == "COMPLETED"
 
 
 def test_a_run_past_its_timeout_and_grace_is_timed_out_by_the_sweeper(tenant, make_job, now):
@@ -104,7 +104,7 @@ def test_a_cancel_the_worker_did_not_carry_out_is_enforced_after_two_graces(tena
 
     assert result["forced_cancels"].force_cancelled == 1
     assert Execution.objects.get(pk=execution.pk).state == "CANCELLED"
-    assert Job.objects.get(pk=job.pk).state == "COMPLETED"
+    assert Job.objects.get(pk=job.pk).standing == "COMPLETED"
 
 
 def test_a_cancelled_run_whose_worker_is_lost_is_cancelled_not_retried(tenant, make_job, now):
@@ -190,7 +190,7 @@ def test_an_ended_job_goes_once_its_executions_are_pruned_and_a_live_one_stays(s
     assert JobVersion.objects.filter(job_id=done.pk).count() == 2
     succeed(execution.pk, now=now)
     Job.objects.filter(pk=done.pk).update(updated_at=now)  # it ended then
-    assert Job.objects.get(pk=done.pk).state == "COMPLETED"
+    assert Job.objects.get(pk=done.pk).standing == "COMPLETED"
     waiting = make_job(tenant, run_at=now + timedelta(days=60))
     cron = make_job(tenant, type="CRON", schedule="0 0 1 1 *")
 

@@ -31,7 +31,7 @@ def test_a_change_asked_of_the_current_version_is_made_and_of_another_refused(ma
         with pytest.raises(StaleVersion):
             change(job=job, now=NOW, if_version=frozenset())
     assert Job.objects.get(pk=job.pk).name == "second"
-    assert Job.objects.get(pk=job.pk).state == "ACTIVE"
+    assert Job.objects.get(pk=job.pk).standing == "ACTIVE"
 
     paused = job_pause(job=job, now=NOW, if_version={1, 2})
     assert paused.state == "PAUSED" and version_number(job=paused) == 2  # a state change keeps the version

@@ -119,7 +119,7 @@ def test_the_diamond_releases_each_step_once_after_all_its_upstream_steps_succee
 
     claim(later)
     _run_step(steps["d"].pk, later)
-    assert Job.objects.get(pk=job.pk).state == "COMPLETED"  # a one-off workflow job ends with its run
+    assert Job.objects.get(pk=job.pk).standing == "COMPLETED"  # a one-off workflow job ends with its run
     assert run_state((e.state, e.attempt) for e in _steps(job).values()) == "SUCCEEDED"
 
 
@@ -136,15 +136,15 @@ def test_a_dead_step_cancels_its_downstream_steps_and_not_the_others_and_a_redri
     assert _states(job) == {"a": "SUCCEEDED", "b": "DEAD", "c": "QUEUED", "d": "CANCELLED"}
     cancelled = ExecutionEvent.objects.filter(execution_id=steps["d"].pk).latest("id")
     assert cancelled.message == "upstream step 'b' ended DEAD"
-    assert Job.objects.get(pk=job.pk).state == "ACTIVE"  # c can still run
+    assert Job.objects.get(pk=job.pk).standing == "ACTIVE"  # c can still run
     _run_step(steps["c"].pk, now)
     assert run_state((e.state, e.attempt) for e in _steps(job).values()) == "FAILED"
-    assert Job.objects.get(pk=job.pk).state == "COMPLETED"
+    assert Job.objects.get(pk=job.pk).standing == "COMPLETED"
 
     execution_redrive(execution=Execution.objects.get(pk=steps["b"].pk), now=now)
 
     assert _states(job) == {"a": "SUCCEEDED", "b": "PENDING", "c": "SUCCEEDED", "d": "BLOCKED"}
-    assert Job.objects.get(pk=job.pk).state == "ACTIVE"
+    assert Job.objects.get(pk=job.pk).standing == "ACTIVE"
     claim(now)
     _run_step(steps["b"].pk, now)
     assert _states(job)["d"] == "PENDING"  # c had succeeded: b's success is the last one
@@ -162,7 +162,7 @@ def test_cancelling_a_run_cancels_its_unfinished_steps_with_the_runs_reason(tena
         ExecutionEvent.objects.filter(execution__run=run, to_state="CANCELLED").values_list("message", flat=True)
     )
     assert messages == {"run cancelled by ada"}
-    assert Job.objects.get(pk=job.pk).state == "COMPLETED"
+    assert Job.objects.get(pk=job.pk).standing == "COMPLETED"
     assert run_state((e.state, e.attempt) for e in _steps(job).values()) == "CANCELLED"
 
 

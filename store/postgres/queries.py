@@ -6,7 +6,7 @@ from datetime import datetime
 
 from store.history import CREATED_BY, ROOT_STEP_MESSAGE, SCHEDULED_MESSAGE, STARTED_MESSAGE
 from store.queries import ACTIVE_JOB, MOVED_COLUMNS, RECURS
-from store.tables import FINISHED, PENDING, QUEUED, RUNNING
+from store.tables import PENDING, QUEUED, RUNNING
 
 # A sweeper's batch: up to %s RUNNING executions matching {condition}, locked, skipping the rows
 # another sweeper holds (disjoint batches). ARRAY(…) because it is evaluated once: as `id IN
@@ -53,9 +53,8 @@ EVENTS_OF_MOVED = (
     " SELECT id, %s, %s, %s, attempt, worker_id, %s FROM moved WHERE NOT history_derived"
 )
 # An UPDATE of executions ({move}) on the happy path with an event per row it moved whose history
-# is rows; a `SETTLED` step may follow.
+# is rows.
 WITH_EVENTS = "WITH moved AS ({move} RETURNING {returning}, history_derived), events AS (" + EVENTS_OF_MOVED + ")"
-SETTLED = ", settled AS ({settle})"
 # A set-based move (store.queries.MOVE_SET) on the happy path with its events.
 MOVE_SET_WITH_EVENTS = (
     "WITH moved AS ({move}, history_derived), events AS (" + EVENTS_OF_MOVED + f") SELECT {MOVED_COLUMNS} FROM moved"
@@ -126,32 +125,18 @@ MOVE_SET_MATERIALISING = (
 # Where MATERIALISING's UPDATE joins `old` (its own WHERE follows).
 FROM_OLD = ' FROM old WHERE "executions_execution"."id" = old.old_id AND '
 
-# "Not finished" rather than "in an open state": a condition the state index cannot serve, so
-# the probe walks the job's few executions instead of a bitmap of every pending one. Literals:
-# the states are our own constants.
-_FINISHED_STATES = ", ".join(f"'{state}'" for state in sorted(FINISHED))
-# The job's COMPLETE transition (jobs.transitions.jobs_complete) as a step of a data-modifying CTE
-# in which the executions in {moved} (columns id, job_id) have just reached a finished state.
-SETTLE_JOBS = (
-    "UPDATE jobs_job SET state = %s, next_fire_at = NULL, updated_at = %s"
-    " FROM {moved} WHERE jobs_job.id = {moved}.job_id AND jobs_job.state = %s AND jobs_job.type = ANY(%s)"
-    " AND NOT EXISTS (SELECT 1 FROM executions_execution other WHERE other.job_id = jobs_job.id"
-    " AND other.id NOT IN (SELECT id FROM {moved}) AND other.state NOT IN (" + _FINISHED_STATES + "))"
-)
-
 # A fire that succeeded starts its job's count of consecutive failed fires again
 # (Store.count_failed_fire), as a step of the statement that moved the executions in {moved}
 # (columns job_id, run_id) to SUCCEEDED; a workflow step is left to its run's settling. Only the
-# rows that counted some are written, so a job without failures costs no write. No row is also
-# settled by SETTLE_JOBS (one-off jobs never count: pauseAfterFailures is recurring jobs').
+# rows that counted some are written, so a job without failures costs no write.
 RESET_FAILED_FIRES = (
     ", reset AS (UPDATE jobs_job SET failed_fires = 0 FROM {moved}"
     " WHERE jobs_job.id = {moved}.job_id AND {moved}.run_id IS NULL AND jobs_job.failed_fires > 0)"
 )
 
 # A worker's successes, each under its lease token, with their events (at each run's finish, for
-# the rows whose history is not derived: store/history.py) and
-# the settling of their jobs ({settle}: SETTLE_JOBS over `moved`).
+# the rows whose history is not derived: store/history.py). Their one-off jobs' ends are read, not
+# written (executions/standing.py).
 SUCCEED_MANY = (
     "WITH v AS (SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::jsonb[], %s::timestamptz[])"
     " AS v(id, lease_token, result, finished_at)),"
@@ -161,8 +146,9 @@ SUCCEED_MANY = (
     f" RETURNING {', '.join('e.' + c for c in MOVED_ONE.split(', '))}, e.history_derived, v.finished_at),"
     " events AS (INSERT INTO executions_executionevent"
     " (execution_id, at, from_state, to_state, attempt, worker_id, message)"
-    " SELECT id, finished_at, %s, %s, attempt, worker_id, 'succeeded' FROM moved WHERE NOT history_derived),"
-    " settled AS ({settle})" + RESET_FAILED_FIRES.format(moved="moved") + " SELECT id, job_id, tenant_id FROM moved"
+    " SELECT id, finished_at, %s, %s, attempt, worker_id, 'succeeded' FROM moved WHERE NOT history_derived)"
+    + RESET_FAILED_FIRES.format(moved="moved")
+    + " SELECT id, job_id, tenant_id FROM moved"
 )
 
 # --- inserts -------------------------------------------------------------------------------------------

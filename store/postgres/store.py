@@ -25,8 +25,7 @@ from django.db import connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 
-from jobs.models import ONE_OFF_TYPES, Job
-from jobs.states import JobState
+from jobs.models import Job
 from store import queries as shared_queries
 from store.history import is_happy
 from store.interface import CancelListener, DueListener
@@ -38,7 +37,7 @@ from store.postgres.reads import PostgresReads
 from store.rows import Change, Fire, Moved, Started, Success, as_uuid
 from store.shared import SharedStore
 from store.statements import update_sql as _update_sql
-from store.tables import FINISHED, PENDING, QUEUED, RUNNING, SUCCEEDED, execution_field
+from store.tables import PENDING, QUEUED, RUNNING, SUCCEEDED, execution_field
 
 # How far ahead a wake-up is sent for (notify_due): above any dispatcher's TICKWORK_POLL_SECONDS.
 WAKE_HORIZON = timedelta(minutes=1)
@@ -85,7 +84,6 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
                 target=target,
                 now=now,
                 message=message,
-                settle=target in FINISHED,
                 reset=target == SUCCEEDED,
                 materialise=None if happy else (execution_id, lease_token),
             )
@@ -142,13 +140,11 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
         return started, (execution_id, job_id, tenant_id, RUNNING)
 
     def succeed_many(self, successes: Sequence[Success], *, now: datetime, result_of: Callable) -> list[Change]:
-        # All in one statement (and so one commit): the moves, their events (at each run's finish)
-        # and the settling of their jobs. One commit for several outcomes is most of what an
-        # outcome costs the database.
+        # All in one statement (and so one commit): the moves and their events (at each run's
+        # finish). One commit for several outcomes is most of what an outcome costs the database.
         result_field = execution_field("result")
-        settle_sql, settle_params = self._settle_sql(moved="moved", now=now)
         rows = self.fetch(
-            queries.SUCCEED_MANY.format(settle=settle_sql),
+            queries.SUCCEED_MANY,
             [
                 [str(s.execution_id) for s in successes],
                 [s.lease_token for s in successes],
@@ -158,7 +154,6 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
                 RUNNING,
                 RUNNING,
                 SUCCEEDED,
-                *settle_params,
             ],
         )
         return [(eid, job_id, tenant_id, SUCCEEDED) for eid, job_id, tenant_id in rows]
@@ -195,8 +190,6 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
         # Rows in binary: psycopg's C loaders read a claim's rows faster than its text ones.
         with transaction.atomic(savepoint=False):
             moved = [Moved(*row) for row in self._execute(self.db, sql, sql_params, binary=binary, binary_rows=True)]
-            if moved and target in FINISHED:
-                self.settle_jobs(job_ids=list({m.job_id for m in moved}), now=now)
         return moved, [(m.id, m.job_id, m.tenant_id, target) for m in moved]
 
     def job_rows(self, job_ids: Sequence[Any], columns: Sequence[str]) -> list[tuple]:
@@ -399,15 +392,14 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
         target: str,
         now: datetime,
         message: str,
-        settle: bool = False,
         reset: bool = False,
         returning: str = queries.MOVED_ONE,
         select: str = queries.MOVED_ONE_READ,
         materialise: tuple[Any, int | None] | None = None,
     ) -> list[tuple]:
         """Run `update_sql` (an UPDATE of executions) with, in the same statement, an event for
-        each row it moved and, with `settle`, the settling of their jobs (with `reset`, their counts
-        of failed fires started again). Returns what `select`
+        each row it moved (with `reset`, their jobs' counts of failed fires started again).
+        Returns what `select`
         reads from `moved`. A worker makes two moves per run: as three to five statements each,
         with BEGIN and COMMIT, they were most of a short run's time.
 
@@ -430,24 +422,9 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
                 *params,
                 *queries.materialised_params(source=source, target=target, now=now, message=message),
             ]
-        if settle:
-            settle_sql, settle_params = self._settle_sql(moved="moved", now=now)
-            sql += queries.SETTLED.format(settle=settle_sql)
-            params += settle_params
         if reset:  # a success: its job's count of failed fires starts again
             sql += queries.RESET_FAILED_FIRES.format(moved="moved")
         return self.fetch(f"{sql} {select}", params)
-
-    @staticmethod
-    def _settle_sql(*, moved: str, now: datetime) -> tuple[str, list]:
-        """The job's COMPLETE transition (jobs.transitions.jobs_complete) as a step of a
-        data-modifying CTE in which the executions in `moved` (columns id, job_id) have just
-        reached a terminal state. Every step of such a statement reads the rows as they were
-        before it, so this one leaves those executions out rather than seeing them still open."""
-        return (
-            queries.SETTLE_JOBS.format(moved=moved),
-            [JobState.COMPLETED.value, now, JobState.ACTIVE.value, [t.value for t in ONE_OFF_TYPES]],
-        )
 
     def _execute(
         self,

@@ -22,7 +22,7 @@ from store.sqlite.admission import SqliteAdmission
 from store.sqlite.listeners import CancelPoller, Sleeper
 from store.sqlite.reads import SqliteReads
 from store.statements import moved_fields
-from store.tables import FINISHED, QUEUED, RUNNING, SUCCEEDED
+from store.tables import QUEUED, RUNNING, SUCCEEDED
 
 # What a move off the happy path reads of a row before it writes (SharedStore._materialise).
 MATERIALISED = ("id", "state", "history_derived", *history.DERIVED_FROM)
@@ -57,7 +57,7 @@ class SqliteStore(SqliteAdmission, SqliteReads, SharedStore):
         message: str = "",
     ) -> Change | None:
         """UPDATE one execution from `source` to `target` (under `lease_token`, when given) with
-        `values`, write its event and, on a terminal state, settle its job. Returns the change,
+        `values` and write its event. Returns the change,
         or None when the row was not in `source` (nothing written). A move of the happy path
         writes no event for a row whose history is derived; one off it writes that history as
         rows first (store/history.py): one writer at a time, so what is read here is what the
@@ -89,8 +89,6 @@ class SqliteStore(SqliteAdmission, SqliteReads, SharedStore):
                     now=now,
                     message=message,
                 )
-            if target in FINISHED:
-                self.settle_jobs(job_ids=[row["job_id"]], now=now)
             if target == SUCCEEDED and row["run_id"] is None:  # a workflow run's is its settling's
                 job_transitions.failed_fires_reset(job_ids=[row["job_id"]])
         return (execution_id, row["job_id"], row["tenant_id"], target)
@@ -175,7 +173,7 @@ class SqliteStore(SqliteAdmission, SqliteReads, SharedStore):
     ) -> MovedSet:
         """Move every execution in `source` matching `where` (SQL over the executions table) to
         `target` in one UPDATE … RETURNING, with `assignments` (SQL SET clauses), and write their
-        events and, on a finished state, settle their jobs. As `move`: a move of the happy path
+        events. As `move`: a move of the happy path
         writes no event for a row whose history is derived, one off it writes that history first
         (the rows it will move are read first, and then moved by their ids)."""
         executions = tables.execution()._default_manager
@@ -205,8 +203,6 @@ class SqliteStore(SqliteAdmission, SqliteReads, SharedStore):
                     now=now,
                     message=message,
                 )
-                if target in FINISHED:
-                    self.settle_jobs(job_ids=list({m.job_id for m in moved}), now=now)
         return moved, [(m.id, m.job_id, m.tenant_id, target) for m in moved]
 
     def _id_in(self, ids: Sequence[Any]) -> tuple[str, list]:

@@ -106,12 +106,14 @@ def test_move_moves_one_row_from_its_source_only_with_its_event(tenant, make_job
     assert _events(execution)[-1] == (S.PENDING, S.QUEUED, "m")
 
 
-def test_move_to_a_finished_state_settles_the_job(tenant, make_job, now):
+def test_move_to_a_finished_state_writes_nothing_of_the_job_which_reads_completed(tenant, make_job, now):
     execution = _execution(make_job, tenant, now)
+    before = Job.objects.values("state", "updated_at", "next_fire_at").get(pk=execution.job_id)
 
     store().move(execution_id=execution.pk, source=S.PENDING, target=S.CANCELLED, now=now, values={"finished_at": now})
 
-    assert Job.objects.get(pk=execution.job_id).state == "COMPLETED"
+    assert Job.objects.values("state", "updated_at", "next_fire_at").get(pk=execution.job_id) == before
+    assert Job.objects.get(pk=execution.job_id).standing == "COMPLETED"
 
 
 def test_start_runs_a_queued_execution_under_its_lease_and_reads_what_its_handler_needs(tenant, make_job, now):
@@ -164,7 +166,7 @@ def test_succeed_many_records_each_success_under_its_own_lease(tenant, make_job,
     assert [(change[0], change[3]) for change in changes] == [(first.pk, S.SUCCEEDED)]
     assert Execution.objects.get(pk=first.pk).result == {"ok": 1}
     assert Execution.objects.get(pk=second.pk).state == S.RUNNING
-    assert Job.objects.get(pk=first.job_id).state == "COMPLETED"
+    assert Job.objects.get(pk=first.job_id).standing == "COMPLETED"
 
 
 def test_a_success_starts_its_jobs_count_of_failed_fires_again(tenant, make_job, now):
@@ -305,7 +307,7 @@ def test_force_cancel_takes_the_requests_not_heeded(tenant, make_job, now):
     moved, _ = store().force_cancel(now=now, requested_before=now - timedelta(minutes=1), limit=10, message="forced")
 
     assert [m.id for m in moved] == [asked.pk]
-    assert Job.objects.get(pk=asked.job_id).state == "COMPLETED"
+    assert Job.objects.get(pk=asked.job_id).standing == "COMPLETED"
 
 
 def test_release_cancel_and_reblock_steps_move_the_named_steps_of_a_run(tenant, make_job, now):
@@ -482,17 +484,6 @@ def test_advance_jobs_and_job_rows(tenant, make_job, now):
     store().advance_jobs({job.pk: fire})
 
     assert store().job_rows([job.pk], ["id", "next_fire_at", "schedule"]) == [(job.pk, fire, "0 * * * *")]
-
-
-def test_settle_jobs_completes_a_one_off_job_with_nothing_left_to_run(tenant, make_job, now):
-    execution = _execution(make_job, tenant, now)
-    running = _execution(make_job, tenant, now)
-    Execution.objects.filter(pk=execution.pk).update(state=S.SUCCEEDED, finished_at=now)
-
-    store().settle_jobs(job_ids=[execution.job_id, running.job_id], now=now)
-
-    assert Job.objects.get(pk=execution.job_id).state == "COMPLETED"
-    assert Job.objects.get(pk=running.job_id).state == "ACTIVE"
 
 
 # --- rate limits (pools/rate_limits.py) ----------------------------------------------------------------------

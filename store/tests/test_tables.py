@@ -1,12 +1,8 @@
 """What the store knows of the state table above it stays what the table says."""
 
-from executions.states import TERMINAL, ExecutionState
+from executions.states import TERMINAL
 from store import tables
 
 
 def test_the_store_names_the_finished_states_as_the_state_table_does():
     assert tables.FINISHED == {state.value for state in TERMINAL}
-
-
-def test_the_open_states_are_every_other_state():
-    assert set(tables.open_states()) == {state.value for state in ExecutionState if state not in TERMINAL}

@@ -209,8 +209,9 @@ class JobUpdateSerializer(JobInputSerializer):
 class JobOutputSerializer(serializers.Serializer):
     jobId = serializers.CharField(source="id")
     tenant = serializers.CharField(source="tenant.slug")
-    state = StoredChoiceField(JobState.choices)
-    nextFireAt = serializers.DateTimeField(source="next_fire_at", allow_null=True)
+    # As shown: a one-off whose runs have all ended reads COMPLETED (executions/standing.py).
+    state = StoredChoiceField(JobState.choices, source="standing")
+    nextFireAt = serializers.DateTimeField(source="shown_next_fire_at", allow_null=True)
     pausedReason = BlankAsNull(
         source="paused_reason",
         allow_null=True,
@@ -219,7 +220,7 @@ class JobOutputSerializer(serializers.Serializer):
         "pauseAfterFailures was reached); null when it is not paused, was paused by someone, or was resumed.",
     )
     createdAt = serializers.DateTimeField(source="created_at")
-    updatedAt = serializers.DateTimeField(source="updated_at")
+    updatedAt = serializers.DateTimeField(source="shown_updated_at")
 
     lastRunState = serializers.SerializerMethodField()
     lastRunAt = serializers.SerializerMethodField()

@@ -62,7 +62,7 @@ def test_an_event_job_keeps_running_after_its_runs_end(api, tenant):
     start(execution.pk, now=now)
     succeed(execution.pk, now=now)
 
-    assert Job.objects.get(pk=job.pk).state == "ACTIVE"  # not COMPLETED: the next event runs it again
+    assert Job.objects.get(pk=job.pk).standing == "ACTIVE"  # not COMPLETED: the next event runs it again
 
 
 def test_a_debounced_event_job_says_its_window_and_changes_it(api):

@@ -188,7 +188,7 @@ def test_cancel_of_the_only_execution_completes_a_one_off_job(api, tenant, make_
     api.post(f"/v1/executions/{job.executions.get().pk}/cancel")
 
     job.refresh_from_db()
-    assert job.state == "COMPLETED"
+    assert job.standing == "COMPLETED"
 
 
 @pytest.mark.parametrize("state", ["SUCCEEDED", "DEAD", "CANCELLED"])

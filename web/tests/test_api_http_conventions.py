@@ -309,7 +309,7 @@ def test_put_delete_and_pause_honour_if_match(api, tenant, make_job, call, expec
         refused = call(api, path, malformed)
         assert refused.status_code == 400, malformed
         assert refused.json()["If-Match"] == ['must be * or entity tags, as an ETag gives them: "3"']
-    assert Job.objects.get(pk=job.pk).state == "ACTIVE" and Job.objects.get(pk=job.pk).name == job.name
+    assert Job.objects.get(pk=job.pk).standing == "ACTIVE" and Job.objects.get(pk=job.pk).name == job.name
     assert call(api, path, '"9", "1"').status_code == expected  # any of the tags listed
 
 

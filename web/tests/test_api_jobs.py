@@ -663,6 +663,25 @@ def test_patch_of_a_cancelled_once_job_does_not_schedule_a_phantom_fire(api, ten
     assert response.status_code == 409 or response.json()["nextFireAt"] is None
 
 
+def test_a_completed_one_off_job_neither_pauses_cancels_nor_changes(api, tenant, make_job, drive):
+    """COMPLETED is read from its run (executions/standing.py), not stored: a pause, a DELETE and a
+    PATCH of it answer 409 naming COMPLETED all the same, and the list finds it by that state."""
+    job = make_job(tenant)
+    drive(job.executions.get(), "SUCCEEDED")
+
+    for response in (
+        api.post(f"/v1/jobs/{job.pk}/pause"),
+        api.delete(f"/v1/jobs/{job.pk}"),
+        api.patch(f"/v1/jobs/{job.pk}", {"runAt": "2032-01-01T00:00:00Z"}, format="json"),
+    ):
+        assert response.status_code == 409
+        assert "COMPLETED" in response.json()["detail"]
+    shown = api.get(f"/v1/jobs/{job.pk}").json()
+    assert (shown["state"], shown["nextFireAt"]) == ("COMPLETED", None)
+    assert [j["jobId"] for j in api.get("/v1/jobs", {"state": "COMPLETED"}).json()["results"]] == [str(job.pk)]
+    assert api.get("/v1/jobs", {"state": "ACTIVE"}).json()["results"] == []
+
+
 # --- DELETE /v1/jobs/{id} ---------------------------------------------------------------------------
 
 
@@ -760,13 +779,13 @@ def test_trigger_runs_a_completed_one_off_job_again(api, tenant, make_job, drive
     job = make_job(tenant)
     drive(job.executions.get(), "SUCCEEDED")
     job.refresh_from_db()
-    assert job.state == "COMPLETED"
+    assert job.standing == "COMPLETED"
 
     response = api.post(f"/v1/jobs/{job.pk}/trigger")
 
     assert response.status_code == 200
     job.refresh_from_db()
-    assert job.state == "ACTIVE"
+    assert job.standing == "ACTIVE"
     assert job.executions.filter(state="PENDING").count() == 1
 
 

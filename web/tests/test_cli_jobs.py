@@ -148,7 +148,7 @@ def test_another_tenants_job_is_not_found_and_not_touched(other_tenant, tenant, 
     with pytest.raises(CommandError, match=rf"^no job {str(theirs.pk)[:8]} in tenant acme$"):
         cli("pause", "--tenant", "acme", str(theirs.pk)[:8])
 
-    assert Job.objects.get(pk=theirs.pk).state == "ACTIVE"
+    assert Job.objects.get(pk=theirs.pk).standing == "ACTIVE"
     # The attempt is in the log, filed under the tenant it was made in, never under globex.
     entry = AuditEntry.objects.get()
     assert (entry.action, entry.outcome, entry.actor_kind, entry.target_id, entry.tenant_id, entry.job_id) == (

@@ -46,7 +46,7 @@ def test_a_deferred_success_is_recorded_by_the_recorder(tenant, make_job):
     assert outcomes.flush_outcomes(timeout=10)
     execution = Execution.objects.get(pk=sent.execution_id)
     assert execution.state == "SUCCEEDED" and execution.finished_at is not None
-    assert execution.job.state == "COMPLETED"
+    assert execution.job.standing == "COMPLETED"
     assert [to for _, to in harness.history(execution.pk)] == ["PENDING", "QUEUED", "RUNNING", "SUCCEEDED"]
 
 
@@ -141,7 +141,7 @@ def test_successes_that_gather_are_recorded_together(tenant, make_job, monkeypat
 
     assert batches == [5]
     rows = Execution.objects.filter(pk__in=ids)
-    assert {r.state for r in rows} == {"SUCCEEDED"} and {r.job.state for r in rows} == {"COMPLETED"}
+    assert {r.state for r in rows} == {"SUCCEEDED"} and {r.job.standing for r in rows} == {"COMPLETED"}
 
 
 def test_a_workflow_steps_success_does_not_wait_the_linger(monkeypatch):

@@ -128,4 +128,4 @@ def test_defect1_a_batch_that_still_fails_costs_no_other_run_its_outcome(tenant,
     ]
     assert (rows[2].state, rows[2].result) == ("SUCCEEDED", None)
     assert rows[2].error.startswith("the handler's result could not be stored (DataError")
-    assert all(row.job.state == "COMPLETED" for row in rows)
+    assert all(row.job.standing == "COMPLETED" for row in rows)

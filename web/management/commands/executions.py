@@ -4,10 +4,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from executions.models import ExecutionLog
+from executions.models import ExecutionLog, in_states
 from executions.states import ExecutionState
 from readmodels.logs import log_dropped, log_lines
-from readmodels.selectors import execution_list, in_states
+from readmodels.selectors import execution_list
 from web.api.execution_logs import ExecutionLogLineSerializer
 from web.api.execution_serializers import ExecutionSerializer
 from web.cli import arguments, tables

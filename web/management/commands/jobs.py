@@ -3,6 +3,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from executions.clock import db_now
+from executions.standing import jobs_in
 from jobs.models import Job
 from jobs.selectors import job_list
 from jobs.states import InvalidJobTransition, JobState
@@ -80,7 +81,7 @@ class Command(BaseCommand):
     def _list(self, tenant_id: int, *, states: list[str] | None, limit: int, json: bool) -> None:
         jobs = job_list(scope=[tenant_id]).order_by("-created_at", "-pk")
         if states:
-            jobs = jobs.filter(state__in=states)
+            jobs = jobs.filter(jobs_in(states))
         page = list(jobs[: limit + 1])
         if len(page) > limit:
             page = page[:limit]
