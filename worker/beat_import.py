@@ -42,7 +42,7 @@ from audit.services import Actor, Target, audited
 from jobs import cron
 from jobs.models import Job, JobType
 from jobs.recurrence import Cron, Interval, first_fire
-from jobs.states import TERMINAL as JOB_TERMINAL
+from jobs.states import ENDED as JOB_ENDED
 from scheduling.job_changes import job_pause, job_update
 from scheduling.job_creation import job_create
 from tenants.models import Tenant
@@ -409,8 +409,8 @@ def import_tasks(
         changed = {key: value for key, value in wanted.items() if getattr(existing, key) != value}
         if not changed:
             outcomes.append(Outcome(task, "unchanged", f"unchanged  {task.name}{notes}", existing))
-        elif existing.state in JOB_TERMINAL:
-            line = f"unchanged  {task.name}: its job {existing.pk} is {existing.state}, and is not changed"
+        elif existing.standing in JOB_ENDED:
+            line = f"unchanged  {task.name}: its job {existing.pk} is {existing.standing}, and is not changed"
             outcomes.append(Outcome(task, "unchanged", line, existing))
         else:
             job = existing

@@ -62,3 +62,20 @@ def test_each_job_created_or_updated_has_its_cli_audit_row(tenant, beat):
     assert [(e.action, e.outcome, e.actor_kind, e.job_id, e.detail) for e in updated] == [
         ("job.update", "OK", "cli", jobs["nightly report"].pk, "import_beat: changed schedule")
     ]
+
+
+def test_a_one_off_that_ran_is_left_as_it_ended(tenant, beat, drive):
+    """A one-off task whose job has run reads COMPLETED (executions/standing.py, its row still
+    ACTIVE): a later import that would change it leaves it unchanged, as a cancelled job, with no
+    audit row, where asking job_update to change it would be refused."""
+    beat[:] = [cron(name="once", minute="0", hour="13", one_off=True)]
+    import_beat()
+    job = Job.objects.get(name="once")
+    drive(job.executions.get(), "SUCCEEDED")
+    before = AuditEntry.objects.count()
+
+    beat[:] = [cron(name="once", minute="30", hour="13", one_off=True)]
+    out = import_beat()
+
+    assert f"its job {job.pk} is COMPLETED, and is not changed" in out
+    assert AuditEntry.objects.count() == before
