@@ -2,6 +2,7 @@
 `jobs.registry.register(..., payload=...)`, checked when a job is submitted or changed."""
 
 from collections.abc import Callable
+from datetime import datetime
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -19,6 +20,9 @@ class StrictSerializer(serializers.Serializer):
     # Why a field known elsewhere is not accepted here, said instead of "unknown field".
     refused_fields: ClassVar[dict[str, str]] = {}
 
+    # A batch's memo of its fields' values (validated_job's `memo`), or None: each body checked alone.
+    batch_memo: dict[tuple, Any] | None = None
+
     def to_internal_value(self, data):
         names, plan = self._plan
         if isinstance(data, dict) and not data.keys() <= names:
@@ -32,13 +36,21 @@ class StrictSerializer(serializers.Serializer):
         # validation (web/tests/test_strict_serializer.py holds it to DRF's own).
         validated: dict[str, Any] = {}
         errors: dict[str, Any] = {}
+        memo = self.batch_memo
         for field, validate_method, skipped_if_absent in plan:
             if skipped_if_absent and field.field_name not in data:
                 continue
             try:
-                value = field.run_validation(field.get_value(data))
-                if validate_method is not None:
-                    value = validate_method(value)
+                raw = field.get_value(data)
+                key = _memo_key(str(field.field_name), raw) if memo is not None else None
+                if memo is not None and key is not None and key in memo:
+                    value = _fresh(memo[key])
+                else:
+                    value = field.run_validation(raw)
+                    if validate_method is not None:
+                        value = validate_method(value)
+                    if memo is not None and key is not None and _shareable(value):
+                        memo[key] = _fresh(value)
             except serializers.ValidationError as exc:
                 errors[str(field.field_name)] = exc.detail  # a bound field has its name
             except DjangoValidationError as exc:
@@ -83,3 +95,34 @@ class StrictSerializer(serializers.Serializer):
             for field in self._writable_fields
         ]
         return frozenset(self.fields.keys()), plan
+
+
+# A batch's items mostly repeat their fields' values (one target, one type, one runAt for a
+# thousand jobs): a field's validation depends on its value alone (the serializer validates a
+# create, with no instance; the registry and the zone do not change within a request), so within
+# a batch a value already found valid is that field's value again, without its validators (the
+# target's nested serializer, the time's parse), which were half of a bulk create's validation.
+# Only values whose key cannot confuse two JSON values (a float's -0.0 is 0.0) and results that
+# cannot be shared by mistake (immutable, or a flat dict handed out as a copy). An error is not
+# remembered: each bad item is checked, and named, as before.
+_KEYED = frozenset({str, int, bool, type(None)})
+_SHARED = frozenset({str, int, bool, type(None), datetime})
+
+
+def _memo_key(name: str, raw: Any) -> tuple | None:
+    kind = type(raw)
+    if kind in _KEYED:
+        return (name, kind, raw)
+    if kind is dict and all(type(value) in _KEYED for value in raw.values()):
+        return (name, dict, tuple((key, type(value), value) for key, value in raw.items()))
+    return None
+
+
+def _shareable(value: Any) -> bool:
+    if type(value) in _SHARED:
+        return True
+    return isinstance(value, dict) and all(type(item) in _SHARED for item in value.values())
+
+
+def _fresh(value: Any) -> Any:
+    return value.copy() if isinstance(value, dict) else value

@@ -105,8 +105,20 @@ class BulkJSONParser(LimitedJSONParser):
             ]
         }
 
+    def parse(self, stream, media_type=None, parser_context=None):
+        self.storable = False
+        data = super().parse(stream, media_type, parser_context)
+        request = (parser_context or {}).get("request")
+        if request is not None:
+            # Whether the view may skip `json_input.field_errors` for each item: its text shows
+            # nothing that could parse to a value refused (json_input.may_hold_unstorable).
+            request.body_storable = self.storable
+        return data
+
     def loads(self, text: str, *, parse_constant):
-        return json_input.loads_batch(text, parse_constant=parse_constant)
+        data = json_input.loads_batch(text, parse_constant=parse_constant)
+        self.storable = not json_input.may_hold_unstorable(text)
+        return data
 
 
 def representer(serializer: serializers.Serializer) -> Callable[[Any], dict[str, Any]]:

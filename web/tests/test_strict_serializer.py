@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from jobs.payloads import StrictSerializer
 from web.api.event_serializers import EventInputSerializer
-from web.api.job_serializers import JobInputSerializer
+from web.api.job_serializers import JobInputSerializer, validated_job
 
 pytestmark = pytest.mark.django_db
 
@@ -89,3 +89,44 @@ def test_a_good_create_validates_as_drfs_own_loop_validates_it(target, extra, ru
     with mock.patch.object(StrictSerializer, "to_internal_value", _drf_way):
         theirs = _outcome(JobInputSerializer, body, False)
     assert ours == theirs
+
+
+def _batch_outcomes(bodies):
+    """Each body validated by validated_job with one memo for the batch, as POST /v1/jobs/bulk does."""
+    memo: dict = {}
+    outcomes = []
+    for body in bodies:
+        try:
+            outcomes.append(("valid", validated_job(body, memo)))
+        except serializers.ValidationError as exc:
+            outcomes.append(("invalid", exc.detail))
+    return outcomes
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(bodies=st.lists(_bodies(JobInputSerializer), min_size=1, max_size=6), repeat=st.integers(0, 5))
+def test_a_batch_validates_each_body_as_it_alone_validates(bodies, repeat):
+    # Bodies that repeat one another's values (the memo's hits), good and bad ones mixed.
+    bodies = [*bodies, *bodies[:repeat]]
+    alone = [_outcome(JobInputSerializer, body, False) for body in bodies]
+    assert _batch_outcomes(bodies) == alone
+
+
+def test_a_batch_s_bodies_share_no_value_they_could_change():
+    target = {"pool": "default", "handler": "noop"}
+    body = {"name": "a", "type": "ONCE", "runAt": "2030-01-01T00:00:00Z", "target": target, "payload": {"n": 1}}
+    first, second = (data for _, data in _batch_outcomes([body, dict(body, name="b")]))
+    assert first == dict(second, name="a")
+    assert first["target"] is not second["target"] and first["payload"] is not second["payload"]
+    assert first["target"] == {"pool": "default", "handler": "noop"}
+
+
+def test_a_batch_s_memo_is_its_own():
+    body = {"name": "a", "type": "ONCE", "runAt": "2030-01-01T00:00:00Z", "target": {"handler": "noop"}}
+    memo: dict = {}
+    validated_job(body, memo)
+    assert memo  # the batch's values, kept for its other bodies
+    assert JobInputSerializer.batch_memo is None  # a single create validates alone
+    # and the next batch, or a single create, starts from nothing
+    with pytest.raises(serializers.ValidationError):
+        validated_job({**body, "target": {"handler": "no such handler"}})
