@@ -2,8 +2,8 @@
 
 import functools
 import operator
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from django.db import connections
 from django.db.models import DateField, DateTimeField, Field, JSONField, Model, TimeField
@@ -52,3 +52,38 @@ def insert_of(model: type[Model], alias: str) -> Insert:
         many=f"INSERT INTO {table} ({columns}) SELECT u.* FROM (SELECT {arrays}, %s::integer AS n) AS a,"
         f" unnest({columns_of}) AS u",
     )
+
+
+def json_column(field: Field, column: Sequence[Any], db) -> list:
+    """A JSON column's values for a batch's array, each as the field adapts it; or one value when
+    every row holds the same JSON (a batch's `{}` payloads, its executions' null results), which
+    the statement gives every row, as it does any column's one element. Each value cost psycopg
+    a `json.dumps` and the database a parse: 5,000 of them in a 1,000-job bulk create. The same
+    JSON, not only equal values: {"a": 1} == {"a": True} == {"a": 1.0} in Python."""
+    first = column[0]
+    if column.count(first) == len(column) and (shape := _json_shape(first)) is not None:
+        if all(value is first or _json_shape(value) == shape for value in column):
+            return [field.get_db_prep_save(first, db)]
+    return [field.get_db_prep_save(value, db) for value in column]
+
+
+def _json_shape(value: Any) -> tuple | None:
+    """`value` with the type of each of its parts: equal only for the same JSON (None: not
+    looked into, a value other than JSON's own types)."""
+    kind = type(value)
+    if kind is dict:
+        items = []
+        for key, item in value.items():
+            shape = _json_shape(item)
+            if shape is None or type(key) is not str:
+                return None
+            items.append((key, shape))
+        return (dict, tuple(items))
+    if kind is list:
+        shapes = tuple(map(_json_shape, value))
+        return None if None in shapes else (list, shapes)
+    if kind in (str, int, bool, type(None)):
+        return (kind, value)
+    if kind is float:
+        return (kind, repr(value))  # -0.0 is 0.0, yet other JSON
+    return None

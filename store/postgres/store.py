@@ -31,7 +31,7 @@ from store.history import is_happy
 from store.interface import CancelListener, DueListener
 from store.postgres import queries
 from store.postgres.admission import PostgresAdmission
-from store.postgres.inserts import insert_of
+from store.postgres.inserts import insert_of, json_column
 from store.postgres.listeners import CANCEL_CHANNEL, CHANNEL, CancelNotifications, Listener
 from store.postgres.reads import PostgresReads
 from store.rows import Change, Fire, Moved, Started, Success, as_uuid
@@ -280,7 +280,7 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
         params = []
         for json_field, column in zip(insert.json, zip(*values, strict=True), strict=True):
             if json_field:
-                params.append([json_field.get_db_prep_save(value, db) for value in column])
+                params.append(json_column(json_field, column, db))
             elif column.count(column[0]) == len(column):
                 # The same for every row (a batch's tenant, pool, states, policies, times: most
                 # columns), sent once: psycopg writes an array element by element in Python, and

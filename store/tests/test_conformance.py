@@ -382,6 +382,28 @@ def test_insert_new_pipelined_and_together_write_new_rows(tenant):
     assert Job.objects.filter(pk__in=[j.pk for j in jobs]).count() == 3
 
 
+@pytest.mark.parametrize(
+    "payloads",
+    [
+        [{}, {}, {}],  # the same JSON in every row: sent once
+        [{"a": 1}, {"a": True}, {"a": 1.0}],  # equal in Python, yet other JSON
+        [{"a": [1, {"b": None}]}, {"a": [1, {"b": None}]}, {"a": [1, {"b": 0}]}],
+        [{"x": 2.5}, {"x": 2.5}, {"x": "2.5"}],
+    ],
+)
+def test_insert_new_writes_each_row_s_json(tenant, payloads):
+    jobs = [_job(tenant) for _ in payloads]
+    for job, payload in zip(jobs, payloads, strict=True):
+        job.payload = payload
+
+    with transaction.atomic(), store().together():
+        store().insert_new(jobs)
+
+    stored = dict(Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("id", "payload"))
+    for job, payload in zip(jobs, payloads, strict=True):
+        assert repr(stored[job.pk]) == repr(payload)
+
+
 def test_record_events_appends_history(tenant, make_job, now):
     execution = _execution(make_job, tenant, now)
 
