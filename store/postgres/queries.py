@@ -162,12 +162,27 @@ RECORD_EVENTS = (
 )
 
 
-def create_fires(*, traced: bool) -> str:
-    """Cron fires from arrays, ON CONFLICT on the one-per-fire index (a fire made already is no
-    error; the target is execution_job_fire's key as executions/models.py spells it, the last
-    expression non-NULL for SCHEDULE rows only); their trace contexts only when `traced` (else the
-    column's default). Their history is derived (store/history.py): no event row. Reads back how
-    many were made."""
+# A fire's key in execution_job_fire as executions/models.py spells it (the last expression
+# non-NULL for SCHEDULE rows only), for `e`, an execution, and `v`, a fire of create_fires.
+_SAME_FIRE = (
+    "e.job_id = v.job_id AND e.scheduled_for = v.scheduled_for AND e.step = ''"
+    " AND (CASE WHEN e.origin = 'SCHEDULE' THEN true END) = true"
+)
+
+
+def create_fires(*, traced: bool, racing: bool = False) -> str:
+    """Cron fires from arrays, each unless it exists already; their trace contexts only when
+    `traced` (else the column's default). Their history is derived (store/history.py): no event
+    row. Reads back how many were made.
+
+    A fire made already is found by a probe of execution_job_fire and not inserted (a LATERAL
+    subquery: a probe per fire; NOT EXISTS was planned as a hash anti-join that read the whole
+    table, EXPLAIN):
+    a plain insertion then, not ON CONFLICT's speculative one, which was a fifth of the statement's
+    time (a speculative lock and a confirmation record per row: bench/README.md). Only a fire
+    another transaction is making at that moment passes the probe; its insertion then fails on the
+    unique index (which still makes a second fire impossible), and with `racing` the statement is
+    made again with ON CONFLICT DO NOTHING, which waits for that transaction and skips its fire."""
     return (
         "WITH v AS (SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::varchar[], %s::smallint[],"
         f" %s::timestamptz[]{', %s::varchar[]' if traced else ''})"
@@ -177,9 +192,13 @@ def create_fires(*, traced: bool) -> str:
         f" step, created_at, updated_at, history_derived{', traceparent' if traced else ''})"
         " SELECT gen_random_uuid(), v.job_id, v.tenant_id, v.pool, v.priority, %s, 1, %s, v.scheduled_for,"
         f" v.scheduled_for, 0, 0, '', '', '', '', %s, %s, true{', v.traceparent' if traced else ''} FROM v"
-        " ON CONFLICT (job_id, scheduled_for, step, (CASE WHEN origin = 'SCHEDULE' THEN true END))"
-        " DO NOTHING RETURNING id)"
-        " SELECT count(*) FROM made"
+        + (
+            " ON CONFLICT (job_id, scheduled_for, step, (CASE WHEN origin = 'SCHEDULE' THEN true END)) DO NOTHING"
+            if racing
+            else f" LEFT JOIN LATERAL (SELECT true AS made FROM executions_execution e WHERE {_SAME_FIRE} LIMIT 1)"
+            " AS f ON true WHERE f.made IS NULL"
+        )
+        + " RETURNING id) SELECT count(*) FROM made"
     )
 
 

@@ -31,13 +31,14 @@ from store.history import is_happy
 from store.interface import CancelListener, DueListener
 from store.postgres import queries
 from store.postgres.admission import PostgresAdmission
+from store.postgres.fires import create_fires
 from store.postgres.inserts import insert_of, json_column
 from store.postgres.listeners import CANCEL_CHANNEL, CHANNEL, CancelNotifications, Listener
 from store.postgres.reads import PostgresReads
 from store.rows import Change, Fire, Moved, Started, Success, as_uuid
 from store.shared import SharedStore
 from store.statements import update_sql as _update_sql
-from store.tables import PENDING, QUEUED, RUNNING, SUCCEEDED, execution_field
+from store.tables import QUEUED, RUNNING, SUCCEEDED, execution_field
 
 # How far ahead a wake-up is sent for (notify_due): above any dispatcher's TICKWORK_POLL_SECONDS.
 WAKE_HORIZON = timedelta(minutes=1)
@@ -317,31 +318,9 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
         )
 
     def create_fires(self, fires: Sequence[Fire], *, now: datetime) -> int:
-        if not fires:
-            return 0
-        # One statement for the batch: the rows as arrays, ON CONFLICT on the one-per-fire index
-        # (a fire made already is no error). Their history is derived: no event rows.
-        # Their trace contexts are written only when tracing made some: else the column's default.
-        traced = any(f.traceparent for f in fires)
-        # In binary, as insert_new's arrays: their text form is written in Python, element by element.
-        rows = self._execute(
-            self.db,
-            queries.create_fires(traced=traced),
-            [
-                [as_uuid(f.job_id) for f in fires],
-                [f.tenant_id for f in fires],
-                [f.pool for f in fires],
-                [f.priority for f in fires],
-                [f.scheduled_for for f in fires],
-                *([[f.traceparent for f in fires]] if traced else []),
-                "SCHEDULE",
-                PENDING,
-                now,
-                now,
-            ],
-            binary=True,
-        )
-        return int(rows[0][0])
+        # One statement for the batch, its rows as arrays, each fire made unless it exists already
+        # (store/postgres/fires.py). Their history is derived: no event rows.
+        return create_fires(functools.partial(self._execute, self.db, binary=True), fires, now=now)
 
     def advance_jobs(self, next_fires: Mapping[Any, datetime]) -> None:
         if not next_fires:

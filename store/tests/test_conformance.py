@@ -499,6 +499,26 @@ def test_create_fires_makes_each_fire_once(tenant, make_job, now):
     assert (made.state, made.origin, _events(made)) == (S.PENDING, "SCHEDULE", [("", S.PENDING, "scheduled")])
 
 
+def test_create_fires_makes_a_fire_given_twice_once_beside_another_origins_run(tenant, make_job, now):
+    """The same fire twice in one batch is made once (PostgreSQL: its probe passes both, the index
+    refuses the second, and the batch is made again skipping it); a run now at the fire's time is
+    no fire of the schedule and does not stop it."""
+    job = make_job(tenant, type="CRON", schedule="0 * * * *", now=now)
+    at = now.replace(microsecond=0) + timedelta(days=3)
+    Execution.objects.create(
+        job=job, tenant=tenant, pool="default", origin="TRIGGER", scheduled_for=at, available_at=at
+    )
+    fire, other = Fire(job.pk, tenant.pk, "default", 1, at), Fire(job.pk, tenant.pk, "default", 1, at + LEASE)
+
+    with transaction.atomic():  # as the dispatcher's claim makes them
+        assert store().create_fires([fire, other, fire], now=now) == 2
+    assert sorted(Execution.objects.filter(job=job, scheduled_for__gte=at).values_list("origin", "scheduled_for")) == [
+        ("SCHEDULE", at),
+        ("SCHEDULE", at + LEASE),
+        ("TRIGGER", at),
+    ]
+
+
 def test_advance_jobs_and_job_rows(tenant, make_job, now):
     job = make_job(tenant, type="CRON", schedule="0 * * * *", now=now)
     fire = now + timedelta(hours=5)
