@@ -52,6 +52,8 @@ class Retention:
         self.bench, self.db, self.cfg = bench, bench.db, bench.cfg
 
     def run(self) -> None:
+        from django.db import transaction
+
         from executions import transitions
         from scheduling.pruning import jobs_prune
 
@@ -69,8 +71,9 @@ class Retention:
             before = at + timedelta(days=1) - timedelta(days=RETENTION_DAYS)
             began = time.perf_counter()
             while True:
-                executions = transitions.prune_many(before=before, limit=500)
-                jobs = jobs_prune(before=before, limit=500)
+                with transaction.atomic():  # as maintenance.services.retention holds them
+                    executions, their_jobs = transitions.prune_many(before=before, limit=500)
+                    jobs = jobs_prune(before=before, limit=500, pruned_jobs=their_jobs)
                 pruned += executions
                 if executions < 500 and jobs < 500:
                     break

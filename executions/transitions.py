@@ -480,13 +480,18 @@ def republish_many(*, now: datetime, grace_seconds: float, limit: int) -> list[R
     return store().republish_stalled(now=now, grace_seconds=grace_seconds, limit=limit)
 
 
-def prune_many(*, before: datetime, limit: int) -> int:
+def prune_many(*, before: datetime, limit: int) -> tuple[int, set[Any]]:
     """Delete up to `limit` executions (and their events) that finished before `before`. What
     they counted is folded into the metrics' totals in the same transaction (executions/tallies.py);
-    rows another sweeper is pruning are skipped, so none is folded twice."""
+    rows another sweeper is pruning are skipped, so none is folded twice. Returns how many, and
+    their jobs (a one-off among them with nothing left is pruned with them: retention's caller
+    holds both in one transaction, scheduling.pruning.jobs_prune)."""
     with transaction.atomic():
         ids = store().lock_finished(before=before, limit=limit)
+        jobs: set[Any] = set()
         if ids:
-            with tallies.folding(Execution.objects.filter(pk__in=ids)):
-                Execution.objects.filter(pk__in=ids).delete()
-    return len(ids)
+            pruned = Execution.objects.filter(pk__in=ids)
+            jobs = set(pruned.values_list("job_id", flat=True))
+            with tallies.folding(pruned):
+                pruned.delete()
+    return len(ids), jobs

@@ -169,14 +169,9 @@ class Job(models.Model):
             models.Index(fields=["tenant", "state"], name="job_tenant_state"),
             # An event's matching: the tenant's event jobs on that name (events/services.py).
             models.Index(fields=["tenant", "event_name"], condition=Q(type="EVENT"), name="job_event_name"),
-            # The sweeper's look for ended jobs to prune (scheduling.pruning.jobs_prune): the
-            # cancelled, and the one-offs, which end without a write (their COMPLETED is read).
-            # A one-off enters it as it is made, at the index's right edge (its time is now).
-            models.Index(
-                fields=["updated_at"],
-                condition=Q(state="CANCELLED") | Q(type__in=["ONCE", "DELAYED"]),
-                name="job_ending",
-            ),
+            # The sweeper's look for cancelled jobs to prune (scheduling.pruning.jobs_prune); the
+            # one-offs, whose COMPLETED is read, are found by their executions as they are pruned.
+            models.Index(fields=["updated_at"], condition=Q(state="CANCELLED"), name="job_ended"),
         ]
 
     def __str__(self) -> str:

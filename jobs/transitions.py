@@ -96,7 +96,7 @@ def jobs_advance(*, next_fires: Mapping[Any, datetime]) -> int:
 
     updated_at stays: it is when the job's definition or state last changed (a cancelled job's is
     when it was cancelled, which the pruning's index reads), not its every fire. Writing it made
-    each fire's update of the row rewrite every index of the table (job_ending indexes it), where now
+    each fire's update of the row rewrite every index of the table (job_ended indexes it), where now
     PostgreSQL keeps the new version on the row's page (HOT: jobs 0008)."""
     if not next_fires:
         return 0

@@ -2,9 +2,11 @@
 what they counted): the runs and the ended jobs that no execution refers to any more. The sweeper
 prunes the executions past the retention first, then these."""
 
+from collections.abc import Collection
 from datetime import datetime
+from typing import Any
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef
 
 from executions.models import Execution, Run
 from jobs.models import ONE_OFF_TYPES, Job
@@ -26,21 +28,32 @@ def runs_prune(*, before: datetime, limit: int) -> int:
     return len(ids)
 
 
-def jobs_prune(*, before: datetime, limit: int) -> int:
-    """Delete up to `limit` jobs that ended before `before` and have no execution left, oldest
-    first, with their versions: the cancelled, and the one-offs (COMPLETED, which is read: an
-    ACTIVE or PAUSED one-off with no execution left has none that can run). The sweeper prunes
-    finished executions after the retention, then this: at a constant daily volume of one-off
-    jobs the jobs table holds steady too, instead of growing by the day's volume for ever. Reads
-    the partial index of the jobs that end (job_ending), so the look costs what it finds and the
-    one-offs still running from before `before`, not the table's size. It takes no execution
-    with it, so the metrics' counters have nothing to fold (executions/tallies.py)."""
-    ids = list(
-        Job.objects.filter(Q(state=StoredJobState.CANCELLED) | Q(type__in=ONE_OFF_TYPES), updated_at__lt=before)
-        .exclude(Exists(Execution.objects.filter(job_id=OuterRef("pk"))))
+def jobs_prune(*, before: datetime, limit: int, pruned_jobs: Collection[Any] = ()) -> int:
+    """Delete the jobs that ended and have no execution left, with their versions and runs, and
+    return how many:
+
+    - the one-offs among `pruned_jobs` (the jobs of the executions prune_many just deleted, in
+      the caller's transaction): a one-off's COMPLETED is read, not written (executions/standing.py),
+      so it is found by its executions as they go, all of them, whatever `limit`;
+    - up to `limit` cancelled jobs, cancelled before `before`, oldest first: the partial index of
+      the cancelled (job_ended) makes the look cost what it finds, not the table's size.
+
+    The sweeper prunes finished executions after the retention, then this: at a constant daily
+    volume of one-off jobs the jobs table holds steady too, instead of growing by the day's
+    volume for ever. It takes no execution with it, so the metrics' counters have nothing to fold
+    (executions/tallies.py)."""
+    left = Exists(Execution.objects.filter(job_id=OuterRef("pk")))
+    one_offs = list(
+        Job.objects.filter(pk__in=list(pruned_jobs), type__in=ONE_OFF_TYPES).exclude(left).values_list("pk", flat=True)
+    )
+    cancelled = list(
+        Job.objects.filter(state=StoredJobState.CANCELLED, updated_at__lt=before)
+        .exclude(left)
+        .exclude(pk__in=one_offs)
         .order_by("updated_at")
         .values_list("pk", flat=True)[:limit]
     )
+    ids = [*one_offs, *cancelled]
     if ids:
         Job.objects.filter(pk__in=ids).delete()
     return len(ids)

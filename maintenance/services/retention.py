@@ -7,7 +7,8 @@ keep):
    counts folded into the metrics' totals (executions.transitions.prune_many);
 2. the runs whose executions are all gone (scheduling.pruning.runs_prune), then
 3. the ended jobs no execution or run refers to any more (scheduling.pruning.jobs_prune): after
-   1 and 2, which free them;
+   1 and 2, which free them, in one transaction with them: a one-off is found by its executions
+   as they go (its COMPLETED is read, not written), so none is left behind by a crash between;
 4. workers and roles not seen for a day, stopped or gone: the operator has seen them
    (pools.registry.prune, pools.roles.prune);
 5. events past the retention, never sooner than their idempotency keys last (events_prune);
@@ -20,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Self
 
 from django.conf import settings
+from django.db import transaction
 
 from alerts.services import alerts_prune
 from background.service import Counts, Needs
@@ -56,10 +58,14 @@ class Retention:
 
     def run_once(self, *, now: datetime) -> Pruned:
         before, limit = now - self.retention, self.batch
+        with transaction.atomic():
+            executions, their_jobs = transitions.prune_many(before=before, limit=limit)
+            runs = runs_prune(before=before, limit=limit)
+            jobs = jobs_prune(before=before, limit=limit, pruned_jobs=their_jobs)
         return Pruned(
-            pruned=transitions.prune_many(before=before, limit=limit),
-            runs_pruned=runs_prune(before=before, limit=limit),
-            jobs_pruned=jobs_prune(before=before, limit=limit),
+            pruned=executions,
+            runs_pruned=runs,
+            jobs_pruned=jobs,
             workers_forgotten=registry.prune(now=now, older_than=WORKER_RETENTION)
             + roles.prune(now=now, older_than=WORKER_RETENTION),
             events_pruned=events_prune(now=now, retention=self.retention, limit=limit),

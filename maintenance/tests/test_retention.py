@@ -3,19 +3,22 @@ the executions before the runs and jobs they free, each bounded by the batch."""
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from maintenance.services import retention
 from maintenance.services.retention import Retention
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 
 
+@pytest.mark.django_db  # the executions and the jobs they free are pruned in one transaction
 def test_each_package_prunes_in_the_documented_order_within_the_batch(monkeypatch):
     calls = []
 
     def prune(name):
         def call(**kwargs):
             calls.append((name, kwargs))
-            return 1
+            return (1, {"job"}) if name == "executions" else 1
 
         return call
 
@@ -37,4 +40,5 @@ def test_each_package_prunes_in_the_documented_order_within_the_batch(monkeypatc
     assert [label for label, _ in calls] == [label for _, _, label in order]
     before = NOW - timedelta(days=30)
     assert calls[0][1] == {"before": before, "limit": 7} and calls[-1][1] == {"before": before, "limit": 7}
+    assert calls[2][1] == {"before": before, "limit": 7, "pruned_jobs": {"job"}}  # the executions' jobs
     assert pruned.total() == 8 and pruned.workers_forgotten == 2

@@ -203,6 +203,28 @@ def test_an_ended_job_goes_once_its_executions_are_pruned_and_a_live_one_stays(s
     assert set(Job.objects.values_list("pk", flat=True)) == {waiting.pk, cron.pk}
 
 
+def test_a_one_off_goes_with_its_last_execution_not_with_an_earlier_one(settings, tenant, make_job, drive, now):
+    """A one-off's COMPLETED is read, not written: retention finds it by its executions as they
+    are pruned, in their transaction. Triggered again, it stays while a run of it is left."""
+    from jobs.models import Job
+    from scheduling.job_changes import job_trigger
+
+    settings.TICKWORK_RETENTION_DAYS = 30
+    job = make_job(tenant, run_at=now)
+    drive(job.executions.get(), "SUCCEEDED")
+    later = job_trigger(job=job, now=now)
+    drive(later, "SUCCEEDED")
+    Execution.objects.filter(pk=later.pk).update(finished_at=now + timedelta(days=5))
+
+    first, _ = sweep(now + timedelta(days=31))  # the first run goes; the job has the second
+    assert (first["retention"].pruned, first["retention"].jobs_pruned) == (1, 0)
+    assert Job.objects.get(pk=job.pk).standing == "COMPLETED"
+
+    second, _ = sweep(now + timedelta(days=36))
+    assert (second["retention"].pruned, second["retention"].jobs_pruned) == (1, 1)
+    assert not Job.objects.filter(pk=job.pk).exists()
+
+
 def test_a_cron_workflows_finished_runs_go_with_their_executions_and_its_live_run_stays(
     settings, tenant, make_job, now
 ):
