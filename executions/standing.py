@@ -16,11 +16,11 @@ from collections.abc import Collection, Iterable
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Case, Count, Exists, Max, OuterRef, Q, QuerySet, Value, When
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
 
 from executions.models import Execution, in_states
 from executions.states import TERMINAL, ExecutionState
-from jobs.models import ONE_OFF_TYPES, Job
+from jobs.models import ONE_OFF_TYPES, Job, JobType
 from jobs.states import JobState, StoredJobState
 
 # The execution states from which a run can still happen.
@@ -52,27 +52,35 @@ def jobs_in(states: Iterable[str]) -> Q:
     return condition
 
 
+def _live_one_offs(jobs: QuerySet[Job]) -> int:
+    """How many of `jobs` are ACTIVE one-offs with an execution that can still run, read from
+    those executions (an index per state: `in_states`): it follows the backlog, not the history."""
+    one_offs = jobs.filter(state=StoredJobState.ACTIVE, type__in=ONE_OFF_TYPES).values("pk")
+    return Execution.objects.filter(in_states(CAN_RUN), job_id__in=one_offs).values("job_id").distinct().count()
+
+
 def counts(jobs: QuerySet[Job]) -> dict[str, int]:
-    """How many of `jobs` read each state: one grouped pass over the stored states, and a count of
-    the ACTIVE one-offs among those whose executions can still run, read from those executions
-    (an index per state: `in_states`), so that it follows the backlog, not the ended history."""
+    """How many of `jobs` read each state: a count per stored state and type (job_tenant_state,
+    index only), the ACTIVE one-offs that can still run ACTIVE, the others COMPLETED."""
     found = {state: 0 for state in JobState.values}
-    one_off = Case(When(type__in=ONE_OFF_TYPES, then=Value(True)), default=Value(False))
-    for row in jobs.order_by().values("state", one_off=one_off).annotate(n=Count("pk")):
-        ended_maybe = row["state"] == StoredJobState.ACTIVE and row["one_off"]
+    for row in jobs.order_by().values("state", "type").annotate(n=Count("*")):
+        ended_maybe = row["state"] == StoredJobState.ACTIVE and row["type"] in ONE_OFF_TYPES
         found[JobState.COMPLETED if ended_maybe else row["state"]] += row["n"]
     if found[JobState.COMPLETED]:
-        one_offs = jobs.filter(state=StoredJobState.ACTIVE, type__in=ONE_OFF_TYPES).values("pk")
-        live = Execution.objects.filter(in_states(CAN_RUN), job_id__in=one_offs).values("job_id").distinct().count()
+        live = _live_one_offs(jobs)
         found[JobState.COMPLETED] -= live
         found[JobState.ACTIVE] += live
     return found
 
 
 def live_count(jobs: QuerySet[Job]) -> int:
-    """How many of `jobs` read ACTIVE or PAUSED (what a tenant's maxActiveJobs counts)."""
-    found = counts(jobs)
-    return found[JobState.ACTIVE] + found[JobState.PAUSED]
+    """How many of `jobs` read ACTIVE or PAUSED (what a tenant's maxActiveJobs counts): ranges of
+    job_tenant_state by state and type that leave the one-offs' ACTIVE rows out, however many
+    ended ones a tenant keeps, and those of them that can still run."""
+    others = [t for t in JobType.values if t not in ONE_OFF_TYPES]
+    kept = jobs.filter(state__in=[StoredJobState.ACTIVE, StoredJobState.PAUSED], type__in=others).count()
+    paused = jobs.filter(state=StoredJobState.PAUSED, type__in=ONE_OFF_TYPES).count()
+    return kept + paused + _live_one_offs(jobs)
 
 
 def ends(jobs: Collection[Job]) -> dict[Any, datetime | None]:

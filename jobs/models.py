@@ -166,7 +166,9 @@ class Job(models.Model):
         ]
         indexes = [
             models.Index(fields=["tenant", "-created_at"], name="job_tenant_created"),
-            models.Index(fields=["tenant", "state"], name="job_tenant_state"),
+            # With the type: a tenant's live jobs are counted by ranges that leave its ended
+            # one-offs out (their rows stay ACTIVE: executions.standing.live_count), index only.
+            models.Index(fields=["tenant", "state", "type"], name="job_tenant_state"),
             # An event's matching: the tenant's event jobs on that name (events/services.py).
             models.Index(fields=["tenant", "event_name"], condition=Q(type="EVENT"), name="job_event_name"),
             # The sweeper's look for cancelled jobs to prune (scheduling.pruning.jobs_prune); the
