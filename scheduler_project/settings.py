@@ -10,24 +10,18 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-import dj_database_url
 from corsheaders.defaults import default_headers as cors_default_headers
 from django.core.exceptions import ImproperlyConfigured
 
 from scheduler_project.app_loading import extra_apps
+from scheduler_project.databases import databases, env_bool
+from scheduler_project.databases import direct as database_direct
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # A relative TICKWORK_VAR_DIR is taken from the checkout, not from the working directory: the roles
 # start in different ones (systemd's is /), and they must share the one folder.
 VAR_DIR = BASE_DIR / os.environ.get("TICKWORK_VAR_DIR", "var")
 VAR_DIR.mkdir(parents=True, exist_ok=True)
-
-
-def _env_bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
 def _env_json(name: str) -> dict:
@@ -51,7 +45,7 @@ if not SECRET_KEY.strip():
     # Set, but to nothing: a production environment file whose key was never filled in
     # (deploy/tickwork.env.example). Every role stops here rather than run on an empty key.
     raise ImproperlyConfigured("DJANGO_SECRET_KEY is empty: set it to 50 or more random characters")
-DEBUG = _env_bool("DJANGO_DEBUG", False)
+DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = _env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
 
@@ -121,40 +115,9 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {
-    "default": dj_database_url.config(
-        default=f"sqlite:///{VAR_DIR / 'tickwork.sqlite3'}",
-        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60")),
-    )
-}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Several processes (web, dispatcher, sweeper, workers) share the file in standalone mode:
-    # WAL lets readers run beside the writer, and the timeout queues writers instead of failing.
-    DATABASES["default"]["OPTIONS"] = {
-        "timeout": 30,
-        "transaction_mode": "IMMEDIATE",
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-    }
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
-    if DATABASES["default"]["NAME"] != ":memory:":
-        # Tests on SQLite use a file beside the database, test_<name>, as on PostgreSQL, not
-        # Django's in-memory default: the end-to-end tests' roles are other processes.
-        _sqlite = Path(DATABASES["default"]["NAME"])
-        DATABASES["default"]["TEST"] = {"NAME": str(_sqlite.with_name(f"test_{_sqlite.name}"))}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and _env_bool(
-    "DATABASE_PREPARED_STATEMENTS", True
-):
-    # The scheduler's hot statements (the claim, a worker's start and outcome) run as prepared
-    # statements (executions/states.py `fetch`): planned once per connection, not per call. Django's
-    # own queries bind on the client and are never prepared, whatever this says. Set
-    # DATABASE_PREPARED_STATEMENTS=0 behind a transaction-pooling PgBouncer older than 1.21.
-    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # No JIT compilation: every statement here is short (a page, a claim, a probe per row), and
-    # where the planner's estimate of one runs high (a probe of each job's executions: a job list
-    # filtered by state) compiling it cost 270 ms for a 4 ms query (dashboard/tests/test_performance.py).
-    _options = DATABASES["default"].setdefault("OPTIONS", {})
-    _options["options"] = f"{_options.get('options', '')} -c jit=off".strip()
+DATABASES = databases(VAR_DIR)  # scheduler_project/databases.py
+# Connection parameters of PostgreSQL itself, for the LISTEN connections, behind a pooler.
+DATABASE_DIRECT = database_direct()
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
@@ -264,7 +227,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         # after a visibility timeout). The rows are the truth: a message lost with a crashed
         # worker is re-published from its QUEUED row by the sweeper. A third of a worker's
         # parent-process time per message went to this bookkeeping.
-        "ack_emulation": _env_bool("TICKWORK_REDIS_ACK_EMULATION", False),
+        "ack_emulation": env_bool("TICKWORK_REDIS_ACK_EMULATION", False),
     }
     if CELERY_BROKER_URL.startswith(("redis://", "rediss://", "unix://"))
     else {}
@@ -339,7 +302,7 @@ TICKWORK_RETENTION_DAYS = int(os.environ.get("TICKWORK_RETENTION_DAYS", "30"))
 # lines per attempt (past it one line says how many more were dropped), each cut at this many bytes.
 TICKWORK_LOG_LINES_PER_ATTEMPT = int(os.environ.get("TICKWORK_LOG_LINES_PER_ATTEMPT", "1000"))
 TICKWORK_LOG_LINE_BYTES = int(os.environ.get("TICKWORK_LOG_LINE_BYTES", "8192"))
-TICKWORK_HTTP_ALLOW_PRIVATE = _env_bool("TICKWORK_HTTP_ALLOW_PRIVATE", False)
+TICKWORK_HTTP_ALLOW_PRIVATE = env_bool("TICKWORK_HTTP_ALLOW_PRIVATE", False)
 TICKWORK_HTTP_TIMEOUT_SECONDS = float(os.environ.get("TICKWORK_HTTP_TIMEOUT_SECONDS", "10"))
 # Celery apps that Tickwork does not own, which the `celery` handler sends tasks to
 # (worker/celery_bridge.py; README, "Existing Celery tasks"): JSON, a name per bridge →
@@ -366,8 +329,8 @@ EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
 EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
 EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
-EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", False)
-EMAIL_USE_SSL = _env_bool("EMAIL_USE_SSL", False)
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
 EMAIL_TIMEOUT = float(os.environ.get("EMAIL_TIMEOUT", "10"))
 EMAIL_BACKEND = os.environ.get(
     "EMAIL_BACKEND",
@@ -399,45 +362,19 @@ TICKWORK_MAX_REQUEST_BYTES = int(
 )
 DATA_UPLOAD_MAX_MEMORY_SIZE = TICKWORK_MAX_REQUEST_BYTES
 
-# --- Database connections: a bounded pool per process ---------------------------------------------
-# On PostgreSQL each process takes its connections from a pool of its own (psycopg_pool through
-# Django's OPTIONS["pool"]): a thread holds one only for a request or a unit of work and returns it
-# after, and a process never holds more than DATABASE_POOL_MAX_SIZE. Without it, an ASGI server
-# kept one connection per request thread for CONN_MAX_AGE, and a crowd of clients exhausted
-# max_connections. A process's threads fix what it uses at most (README, "Production deployment"):
-# the web role up to the pool's size, a dispatcher 2 (its LISTEN connection is its own), a sweeper
-# 1, a worker pool process 3 (its run, its heartbeats, its outcome recorder), a worker's main
-# process 2 (its cancel relay's LISTEN, its registration). DATABASE_POOL=false goes back to a
-# connection per thread kept for DATABASE_CONN_MAX_AGE, e.g. behind PgBouncer.
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and _env_bool("DATABASE_POOL", True):
-    DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps the connections
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": int(os.environ.get("DATABASE_POOL_MIN_SIZE", "0")),
-        # At least a worker process's three threads, which each hold one while a run lasts.
-        "max_size": max(3, int(os.environ.get("DATABASE_POOL_MAX_SIZE", "6"))),
-        # A request waits this long for a free connection, then answers 503 with Retry-After.
-        "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "10")),
-        # While the database is unreachable the pool tries again at doubling intervals (1, 2, 4 …
-        # s) for this long, then gives up until the next request for a connection starts again at
-        # once. psycopg_pool's default, 5 min, let the intervals reach minutes: a role resumed 40 s
-        # after a 60 s outage ended. Tied to the wait above, it resumes within it.
-        "reconnect_timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "10")),
-        # Connections opened for a burst are closed after this long unused.
-        "max_idle": 60.0,
-    }
 TICKWORK_DB_RETRY_AFTER_SECONDS = 5  # Retry-After of a 503 when the database is unreachable or full
 MIDDLEWARE.insert(1, "web.middleware.DatabaseUnavailableMiddleware")
 
 # --- Deployment hardening (README, "Production deployment") ---------------------------------------
 # Off by default, so that the embedded default answers on plain http://127.0.0.1; behind TLS turn
 # them on. `manage.py check --deploy` is clean with the README's production variables.
-SECURE_SSL_REDIRECT = _env_bool("DJANGO_SECURE_SSL_REDIRECT", False)
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", False)
 SECURE_REDIRECT_EXEMPT = [r"^v1/health$"]  # load balancers' health checks may come over plain HTTP
 SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "0"))
-SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
-SECURE_HSTS_PRELOAD = _env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
-SESSION_COOKIE_SECURE = _env_bool("DJANGO_SESSION_COOKIE_SECURE", False)
-CSRF_COOKIE_SECURE = _env_bool("DJANGO_CSRF_COOKIE_SECURE", False)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", False)
 # "HTTP_X_FORWARDED_PROTO,https": a request is secure when the TLS-terminating proxy says so. Set
 # it only behind a proxy that overwrites that header, or any client could claim https.
 if _proxy_ssl_header := _env_list("DJANGO_SECURE_PROXY_SSL_HEADER", ""):
@@ -445,7 +382,7 @@ if _proxy_ssl_header := _env_list("DJANGO_SECURE_PROXY_SSL_HEADER", ""):
 # Behind a proxy, the WSGI side (gunicorn) takes the client's address from the last entry of
 # X-Forwarded-For, the one the proxy appended (daphne's --proxy-headers does this for the ASGI side).
 # Only behind a proxy that appends it, or any client could pose as any address to the login throttle.
-TICKWORK_PROXY_HEADERS = _env_bool("TICKWORK_PROXY_HEADERS", False)
+TICKWORK_PROXY_HEADERS = env_bool("TICKWORK_PROXY_HEADERS", False)
 # Scripts only from this site (the dashboard's, the admin's, Swagger UI's from its pip package);
 # inline style attributes are allowed (the dashboard's bars, Swagger UI's own), inline scripts not.
 CONTENT_SECURITY_POLICY = os.environ.get(

@@ -24,6 +24,7 @@ from soak.audit import JOB_STATES, Effect, Event, Execution, Figures, audit_cron
 from soak.config import FAULTS, LEASE, OVERRUN_SECONDS, ROOT, TERMINAL, TIMINGS, Config, SoakError, log
 from soak.plan import Planned, fault_times, plan
 from soak.roles import Role, Roles, free_port, group_members, wait_until
+from testing.pgbouncer import PgBouncer
 
 # --- The soak ---------------------------------------------------------------------------------------
 
@@ -33,6 +34,9 @@ class Soak:
         self.cfg = cfg
         self.rng = random.Random(cfg.seed)
         self.log_dir = Path(tempfile.mkdtemp(prefix="tickwork-soak-"))
+        # With --pgbouncer the roles reach PostgreSQL through a PgBouncer in transaction mode, as
+        # production may run them (README, "PgBouncer"); the audit's connection goes direct.
+        self.pooler = PgBouncer.upstream_of(cfg.db_url).start() if cfg.pgbouncer else None
         self.env = self._env()
         self.roles = Roles(self.env, self.log_dir)
         self.conn = None
@@ -65,6 +69,8 @@ class Soak:
             TICKWORK_LOG_LEVEL="INFO",
             PYTHONUNBUFFERED="1",
         )
+        if self.pooler is not None:
+            env.update(DATABASE_URL=self.pooler.url(self.cfg.db_url), DATABASE_DIRECT_URL=self.cfg.db_url)
         return env
 
     # --- setting up

@@ -68,6 +68,7 @@ class Config:
     postgres_url: str
     db_name: str
     broker_url: str
+    pgbouncer: bool = False
 
     @property
     def seconds(self) -> float:
@@ -90,6 +91,9 @@ def parse_args(argv: list[str]) -> Config:
     parser.add_argument("--settle-timeout", type=float, default=180, help="seconds allowed to settle (180)")
     parser.add_argument("--seed", type=int, help="random seed (printed, for a rerun)")
     parser.add_argument("--keep", action="store_true", help="keep the database and the roles' logs, to look into")
+    parser.add_argument(
+        "--pgbouncer", action="store_true", help="the roles through a PgBouncer (transaction mode) the soak starts"
+    )
     args = parser.parse_args(argv)
     db_name = os.environ.get("SOAK_DB_NAME", "tickwork_soak")
     if args.jobs is not None and args.jobs < len(KINDS):
@@ -116,4 +120,5 @@ def parse_args(argv: list[str]) -> Config:
         postgres_url=postgres_url,
         db_name=db_name,
         broker_url=broker_url,
+        pgbouncer=args.pgbouncer,
     )

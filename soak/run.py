@@ -46,6 +46,8 @@ def main(argv: list[str]) -> int:
     passed = False
     try:
         log(f"creating database {cfg.db_name}; broker {cfg.broker_url}")
+        if soak.pooler is not None:
+            log(f"the roles connect through PgBouncer (transaction mode) on port {soak.pooler.port}")
         soak.flush_broker()
         soak.create_database()
         soak.run()
@@ -62,6 +64,8 @@ def main(argv: list[str]) -> int:
         return 2
     finally:
         soak.roles.stop_all()
+        if soak.pooler is not None:
+            soak.pooler.stop()
         with contextlib.suppress(Exception):
             soak.flush_broker()
         if cfg.keep:

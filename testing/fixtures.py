@@ -16,6 +16,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from testing import pgbouncer
 from testing.harness import Live, database_url
 
 # The roles' timings, shared by the test process (see `live_settings`).
@@ -93,10 +94,27 @@ def live_settings(settings):
     return settings
 
 
+@pytest.fixture(scope="session")
+def pooler():
+    """The test process's PgBouncer in transaction mode (testing/pgbouncer.py), which the roles on
+    PostgreSQL connect through, as production's do (README, "PgBouncer"); None without one:
+    TICKWORK_TEST_PGBOUNCER=0, or no `pgbouncer` on the machine outside CI (CI installs it)."""
+    wanted = os.environ.get("TICKWORK_TEST_PGBOUNCER", "1") != "0"
+    if not wanted or not (pgbouncer.available() or os.environ.get("CI")):
+        yield None
+        return
+    bouncer = pgbouncer.PgBouncer().start()
+    yield bouncer
+    bouncer.stop()
+
+
 @pytest.fixture
 def live(request, transactional_db, live_settings, tmp_path):
     """Start roles with `live.worker()`, `live.dispatcher()`, `live.sweeper()`; all of them are
-    stopped at teardown, and the test fails if any process of theirs survives."""
+    stopped at teardown, and the test fails if any process of theirs survives.
+
+    On PostgreSQL the roles connect through the test process's PgBouncer (`pooler`), and to
+    PostgreSQL itself only for their LISTEN connections (DATABASE_DIRECT_URL)."""
     var_dir = tmp_path / "var"
     if connection.vendor == "postgresql":
         import redis
@@ -140,6 +158,7 @@ def live(request, transactional_db, live_settings, tmp_path):
         # some 200 starts a CI run), are `make lint`'s: `manage.py check`.
         CELERY_SKIP_CHECKS="1",
     )
+    env.update(_through_pooler(request))
     harness = Live(tmp_dir=tmp_path, env=env, broker_url=broker_url, var_dir=var_dir)
     yield harness
     # A Celery worker on the filesystem broker takes about 6 s to stop warm (its blocking loop
@@ -151,6 +170,13 @@ def live(request, transactional_db, live_settings, tmp_path):
         print(harness.tails())
     connection.close()
     assert not survivors, f"processes survived SIGTERM and SIGKILL: {survivors}"
+
+
+def _through_pooler(request) -> dict[str, str]:
+    if connection.vendor != "postgresql" or (bouncer := request.getfixturevalue("pooler")) is None:
+        return {}
+    direct = database_url()
+    return {"DATABASE_URL": bouncer.url(direct), "DATABASE_DIRECT_URL": direct}
 
 
 @pytest.fixture

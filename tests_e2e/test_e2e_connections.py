@@ -26,7 +26,8 @@ def test_each_role_keeps_within_its_connection_budget(live, tenant, make_job):
     for role in BUDGET:
         start = getattr(live, role)
         kwargs = {"wait": False} if role == "worker" else {}
-        start(env={"DATABASE_URL": f"{url}?application_name=budget-{role}"}, **kwargs)
+        # Straight to PostgreSQL, not through the pooler: the budget is what a role itself opens.
+        start(env={"DATABASE_URL": f"{url}?application_name=budget-{role}", "DATABASE_DIRECT_URL": ""}, **kwargs)
     live.ready()
     peak, done = Counter(), threading.Event()
 

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 import psycopg
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
@@ -346,7 +347,7 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
         self._execute(self.db, queries.NOTIFY, [CHANNEL, due.isoformat()], returns=False)
 
     def due_listener(self) -> DueListener:
-        return Listener(self.db.get_connection_params())
+        return Listener(self._session_params())
 
     def notify_cancel(self, worker_id: str) -> None:
         with self.db.cursor() as cursor:
@@ -354,7 +355,12 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
 
     def cancel_listener(self, *, host: str) -> CancelListener:
         # Every worker host hears every request: NOTIFY has no filter, and a cancel is rare.
-        return CancelNotifications(self.db.get_connection_params())
+        return CancelNotifications(self._session_params())
+
+    def _session_params(self) -> dict[str, Any]:
+        # A LISTEN needs a session of its own: behind a pooler in transaction mode it connects to
+        # PostgreSQL itself, DATABASE_DIRECT_URL (scheduler_project/databases.py).
+        return {**self.db.get_connection_params(), **settings.DATABASE_DIRECT}
 
     def measure_clock(self) -> datetime:
         with self.db.cursor() as cursor:
