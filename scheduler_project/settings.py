@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from scheduler_project.app_loading import extra_apps
 from scheduler_project.databases import databases, env_bool
 from scheduler_project.databases import direct as database_direct
+from scheduler_project.replica import replica_database
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # A relative TICKWORK_VAR_DIR is taken from the checkout, not from the working directory: the roles
@@ -434,3 +435,19 @@ AXES_LOCKOUT_CALLABLE = "web.middleware.login_locked_out"
 # Not its "AXES: BEGIN version …" line at every start: on stderr, above every management command's
 # own output and error line (the operators' command line says a mistake in one line).
 AXES_VERBOSE = False
+
+# --- Reads on a replica (README, "Reads on a replica"; store/replica/) -----------------------------
+# With DATABASE_REPLICA_URL (a streaming replica of DATABASE_URL) the dashboard's pages and the
+# API's GETs read it, but a client's for WINDOW seconds after its last write, and all while it lags
+# more than MAX_LAG seconds or is down: those read the primary. Everything else uses the primary.
+TICKWORK_REPLICA_WINDOW_SECONDS = float(os.environ.get("TICKWORK_REPLICA_WINDOW_SECONDS", "5"))
+TICKWORK_REPLICA_MAX_LAG_SECONDS = float(os.environ.get("TICKWORK_REPLICA_MAX_LAG_SECONDS", "3"))
+if _replica := replica_database(
+    os.environ.get("DATABASE_REPLICA_URL", ""),
+    DATABASES["default"],
+    window=TICKWORK_REPLICA_WINDOW_SECONDS,
+    max_lag=TICKWORK_REPLICA_MAX_LAG_SECONDS,
+):
+    DATABASES["replica"] = _replica
+    DATABASE_ROUTERS = ["store.replica.routing.ReplicaRouter"]
+    MIDDLEWARE.insert(MIDDLEWARE.index("axes.middleware.AxesMiddleware"), "web.replica.ReplicaReadsMiddleware")

@@ -376,6 +376,7 @@ class SharedStore(RateLimitOperations, Statements, Store):
             ),
             # As the ORM writes times (SQLite: naive UTC text), so that a row at `since` is in.
             [start, bucket_seconds, start, self.db.ops.adapt_datetimefield_value(end), *(tenant_ids or [])],
+            page=True,
         )
 
     def api_token(self, *, key_hash: str) -> ApiToken | None:
@@ -396,11 +397,13 @@ class SharedStore(RateLimitOperations, Statements, Store):
         compiled = [walk.query.sql_with_params() for walk in walks]
         counts = ", ".join(queries.WALK_COUNT.format(walk=inner) for inner, _ in compiled)
         sql = queries.WALK_COUNTS.format(walks=counts)
-        (row,) = self.fetch(sql, [param for _, params in compiled for param in params])
+        (row,) = self.fetch(sql, [param for _, params in compiled for param in params], page=True)
         return list(row)
 
     def live_cursors(self) -> tuple[int, int]:
-        ((event_id, audit_id),) = self.fetch(queries.LIVE_CURSORS, [])
+        # Where the page's rows come from: a cursor from the primary, ahead of a replica's page,
+        # would skip the live updates between the two.
+        ((event_id, audit_id),) = self.fetch(queries.LIVE_CURSORS, [], page=True)
         return event_id or 0, audit_id or 0
 
     def anything_blocked(self) -> bool:

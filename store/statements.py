@@ -14,6 +14,7 @@ from django.db.models.sql import UpdateQuery
 
 from store import tables
 from store.queries import MOVED_COLUMNS
+from store.replica.routing import read_alias
 from store.tables import execution_field
 
 
@@ -24,11 +25,14 @@ class Statements:
     def db(self) -> BaseDatabaseWrapper:
         return connections[DEFAULT_DB_ALIAS]
 
-    def fetch(self, sql: str, params: Sequence[Any], *, read_as: Sequence[Field | None] = ()) -> list[tuple]:
+    def fetch(
+        self, sql: str, params: Sequence[Any], *, read_as: Sequence[Field | None] = (), page: bool = False
+    ) -> list[tuple]:
         """Run one statement and return its rows. `read_as` names the model field each leading
         column holds (None: left as it is); their values are converted as the ORM converts them:
-        raw SQL on SQLite gives times as naive UTC and ids as hex strings."""
-        db = self.db
+        raw SQL on SQLite gives times as naive UTC and ids as hex strings. A `page`'s read (the
+        dashboard's, the API's) goes where the request's reads go: the replica, when it may."""
+        db = connections[read_alias()] if page else self.db
         rows = self._execute(db, sql, params)
         converters = _converters(db.alias, tuple(read_as))
         if not converters:

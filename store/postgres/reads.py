@@ -8,12 +8,13 @@ from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
 from django.core.exceptions import EmptyResultSet
-from django.db import OperationalError, connection, transaction
+from django.db import OperationalError, connections, transaction
 from django.db.models import F, FloatField, Func, Q, QuerySet
 from django.db.models.expressions import Combinable
 
 from store.interface import OverBudget
 from store.postgres import queries
+from store.replica.routing import read_alias
 from store.rows import Overall, PerMinute
 
 
@@ -53,7 +54,7 @@ class PostgresReads:
             return {}, (0, None, None)
         per_minute: PerMinute = {}
         overall: Overall = (0, None, None)
-        with connection.cursor() as cursor:
+        with connections[read_alias()].cursor() as cursor:
             cursor.execute(queries.START_LAGS.format(rows=inner), params)
             for minute, count, p50, p99 in cursor.fetchall():
                 if minute is None:
@@ -64,14 +65,16 @@ class PostgresReads:
 
     @contextlib.contextmanager
     def statement_budget(self, milliseconds: int) -> Iterator[None]:
+        # On the database the budgeted reads go to: the replica's, when the request may read it.
+        alias = read_alias()
         try:
-            with transaction.atomic():
-                with connection.cursor() as cursor:
+            with transaction.atomic(using=alias):
+                with connections[alias].cursor() as cursor:
                     cursor.execute(queries.STATEMENT_TIMEOUT.format(milliseconds=int(milliseconds)))
                 yield
                 # Inside an outer transaction (a test's, ATOMIC_REQUESTS) this block is a savepoint,
                 # and SET LOCAL would outlive it: every later read of the request would be budgeted.
-                with connection.cursor() as cursor:
+                with connections[alias].cursor() as cursor:
                     cursor.execute(queries.STATEMENT_TIMEOUT_DEFAULT)
         except OperationalError as exc:  # QueryCanceled: over budget
             raise OverBudget from exc
