@@ -3,8 +3,9 @@ materialise the next cron fires, publish; then sleep until the next due time or 
 look again soon while a pool holds work back.
 
 `run_once` is one unit of work in one transaction and returns counts; `serve` is the loop the
-`run_dispatcher` command runs. Any number of dispatchers may run: their claims take turns under
-the claim lock (PostgreSQL), so limits hold whatever their number."""
+`run_dispatcher` command runs. Any number of dispatchers may run: their claims of a pool take
+turns under its lock (PostgreSQL), those of different pools run side by side, and what spans pools
+has a lock of its own (scheduling/admission.py), so limits hold whatever their number."""
 
 import functools
 import gc
@@ -119,7 +120,7 @@ def run_once(
     """Admit up to `limit` due executions (by capacity and fair share, scheduling/admission.py)
     and hand them to their pools after commit. `buffer` is the dispatcher's memory of how much
     each pool needs waiting on the broker (a new one starts from the floor). `clock` (the
-    database's, when serving) stamps what is queued once the claim lock is held; else `now` does.
+    database's, when serving) stamps what is queued once the claim's locks are held; else `now` does.
 
     In the same transaction, every claimed cron fire materialises the job's next fire (so a
     crash can lose neither), after applying the job's misfire and concurrency policies.
@@ -140,7 +141,8 @@ def run_once(
         )
         spans = tracing.dispatching(claimed, began_ns=began)
         buffer.claimed(admission.held_back)
-        result.claimed, result.held_back, result.turned = len(claimed), admission.held_back, admission.turned
+        result.claimed, result.turned = len(claimed), admission.turned
+        result.held_back = admission.held_back | admission.elsewhere
         # A workflow's steps: their runs are admitted as wholes (scheduling/runs.py).
         skipped, result.materialised = runs.admit(claimed=claimed, now=now, misfire_grace=config.misfire_grace)
         scheduled = [m for m in claimed if m.origin == Origin.SCHEDULE and m.run_id is None]
@@ -340,7 +342,7 @@ RELEASED_REASON = "released: the run it waited for ended (concurrencyPolicy BUFF
 
 def _skip(m: Moved, now: datetime, reason: str) -> None:
     if not transitions.skip(execution=m, now=now, reason=reason):
-        # Not possible while this transaction holds the claim's lock; said, should it ever happen.
+        # Not possible while this transaction holds its pool's claim lock; said, should it ever happen.
         logger.warning("fire %s was claimed but could not be skipped: it moved meanwhile", m.id)
 
 

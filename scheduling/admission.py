@@ -19,14 +19,17 @@ the paused pools, and their due work is not even read. It is not "held back" eit
 pool is not looked at again soon, its resume wakes the dispatchers.
 
 When everything due in a pool fits, it is all admitted in due order (one index walk); the fair
-order is worked out only when the pool is contended. The claim (`claim`) is one transaction that first
-takes the claim lock (so that limits hold with any number of dispatchers), then reads the
-admitted counts, the tenants' standing and their due work, and ends with the tags it moved on.
+order is worked out only when the pool is contended. The claim (`claim`) is one transaction that
+takes each pool's claim lock in turn (a pool another claim holds is left to it: claims of different
+pools run side by side, so that dispatchers add throughput), reads what the pool has admitted, the
+tenants' standing and their due work, and ends with the tags it moved on. What spans pools (a
+tenant's concurrency limit, a named rate limit) is decided under one more lock, taken only by a
+claim that admits such work (`_AcrossPools`): limits hold with any number of dispatchers.
 """
 
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import NamedTuple
@@ -67,30 +70,39 @@ LimitOf = Callable[[str, Load], int]
 class Admission:
     chosen: list[DueRow] = field(default_factory=list)  # in the order to publish
     held_back: set[str] = field(default_factory=set)  # pools that left due work waiting
+    elsewhere: set[str] = field(default_factory=set)  # pools another claim held: looked at again soon
     turned: int = 0  # executions over their rate limits given their turns (scheduling/rate_limiting.py)
 
 
 def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
     """The due executions to admit now, at most `limit`. Call inside the claim's transaction:
-    it takes the claim lock, which that transaction holds until it ends."""
+    it takes each pool's claim lock, and the lock across pools when it needs it, which that
+    transaction holds until it ends."""
     s = store()
     if not s.anything_due(now=now):
         return Admission()
-    s.claim_lock()
     snapshot = s.snapshot(live_since=now - registry.offline_after())
     capacity = registry.totals(snapshot.workers)
-    queued: Counter[str] = Counter()
-    running: Counter[str] = Counter()
+    # What each tenant has admitted, in every pool: exact for the capped tenants once the claim
+    # holds the lock across pools (`_AcrossPools`), which it takes before it admits any of theirs.
     tenant_load: Counter[int] = Counter()
-    for pool, tenant_id, state, count in snapshot.admitted:
-        (queued if state == "QUEUED" else running)[pool] += count
+    for _, tenant_id, _, count in snapshot.admitted:
         tenant_load[tenant_id] += count
     caps = snapshot.limits
+    across = _AcrossPools(caps, tenant_load)
     admission = Admission()
     limiter = Limiter(now=now)
+    if limiter.defined():
+        across.hold()  # a named limit's clock is shared by every pool
     for pool in sorted(capacity.keys() - snapshot.paused):
+        if len(admission.chosen) >= limit:
+            break  # full: the dispatcher claims again at once, and this pool then
+        admitted = s.claim_pool(pool)
+        if admitted is None:
+            admission.elsewhere.add(pool)  # another claim admits its work now
+            continue
         c = capacity[pool]
-        load = Load(c.workers, c.slots, c.busy, queued[pool], running[pool], c.rate)
+        load = Load(c.workers, c.slots, c.busy, *admitted, c.rate)
         room = limit_of(pool, load) - load.admitted
         # Walked again while the rate limits give turns instead of admitting (scheduling/rate_limiting.py);
         # what a walk chose is still PENDING until the claim queues it, and is read past.
@@ -110,14 +122,12 @@ def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
             rows = [row for row in walked if row[0] not in picked[row[2]]]
             if not rows:
                 break
-            if len(rows) <= free and _within_limits(rows, tenant_load, caps):
+            if len(rows) <= free and across.within_limits(rows):
                 taken = rows  # uncontended: everything due fits
             else:
                 admission.held_back.add(pool)
                 complete = _complete_levels(walked, length)
-                taken = (
-                    _fair(pool, free, now, tenant_load, walk=rows, picked=picked, complete=complete) if free > 0 else []
-                )
+                taken = _fair(pool, free, now, across, walk=rows, picked=picked, complete=complete) if free > 0 else []
             taken, turned = limiter.admit(taken)
             admission.chosen += taken
             tenant_load.update(row[2] for row in taken)
@@ -130,6 +140,37 @@ def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
     limiter.save()
     admission.turned = limiter.turned
     return admission
+
+
+class _AcrossPools:
+    """What spans pools: a tenant's `max_concurrent_executions` counts what it has admitted in
+    every pool, and a named rate limit's clock is shared by all. Claims of different pools run side
+    by side, each under its pool's lock; one that would admit a capped tenant's work (or count
+    against a limit) first takes the lock across pools, and reads the capped tenants' loads again
+    under it, so that two claims never both admit up to the same tenant's limit. Until then, it
+    has chosen nothing of a capped tenant's."""
+
+    def __init__(self, caps: dict[int, int], tenant_load: Counter[int]) -> None:
+        self.caps, self.tenant_load = caps, tenant_load
+        self.held = False
+
+    def hold(self) -> None:
+        if self.held:
+            return
+        loads = store().hold_tenants(list(self.caps))
+        for tenant_id in self.caps:
+            self.tenant_load[tenant_id] = loads.get(tenant_id, 0)
+        self.held = True
+
+    def concern(self, tenant_ids: Iterable[int]) -> None:
+        """Hold the lock across pools if any of `tenant_ids` is capped."""
+        if not self.held and any(t in self.caps for t in tenant_ids):
+            self.hold()
+
+    def within_limits(self, rows: list[DueRow]) -> bool:
+        wanted = Counter(row[2] for row in rows)
+        self.concern(wanted)
+        return all(self.tenant_load[t] + n <= self.caps[t] for t, n in wanted.items() if t in self.caps)
 
 
 class Claimed(NamedTuple):
@@ -148,24 +189,19 @@ def claim(
 ) -> Claimed:
     """The dispatcher's claim: PENDING → QUEUED for the due executions `choose` admits (at most
     `limit`), through the named transition `queue_many`, in the order to publish. Call inside the
-    transaction that publishes after commit: it holds the claim lock and the rows' locks."""
+    transaction that publishes after commit: it holds the pools' claim locks and the rows' locks."""
     admission = choose(now=now, limit=limit, limit_of=limit_of)
     if not admission.chosen:
         return Claimed([], set(), admission)
     order = {row[0]: position for position, row in enumerate(admission.chosen)}
-    # Queued as of `clock()` once the claim lock is held: `now` was read before the claim waited
-    # for it, and a run admitted for a slot that freed meanwhile would say it was queued before
+    # Queued as of `clock()` once the claim's locks are held: `now` was read before the claim waited
+    # for them, and a run admitted for a slot that freed meanwhile would say it was queued before
     # that slot freed. Without a clock (a test's injected time), as of `now`.
     stamp = max(now, clock()) if clock is not None else now
     moved = transitions.queue_many(list(order), now=stamp, publish_grace=publish_grace)
     moved.sort(key=lambda m: order[m.id])
     cron = {row[0] for row in admission.chosen if row[1]}
     return Claimed(moved, {m.job_id for m in moved if m.id in cron}, admission)
-
-
-def _within_limits(rows: list[DueRow], tenant_load: Counter[int], caps: dict[int, int]) -> bool:
-    wanted = Counter(row[2] for row in rows)
-    return all(tenant_load[t] + n <= caps[t] for t, n in wanted.items() if t in caps)
 
 
 def _complete_levels(walked: list[DueRow], length: int) -> set[int]:
@@ -185,7 +221,7 @@ def _fair(
     pool: str,
     free: int,
     now: datetime,
-    tenant_load: Counter[int],
+    across: _AcrossPools,
     *,
     walk: list[DueRow],
     picked: dict[int, set] | None = None,
@@ -198,6 +234,8 @@ def _fair(
     PENDING, read past."""
     s = store()
     virtual_time, rows = s.shares(pool=pool)
+    across.concern(t for t, _, cap, _ in rows if cap is not None)
+    tenant_load = across.tenant_load
     shares = {
         t: Share(weight=w, finish_tag=tag, allowance=free if cap is None else cap - tenant_load[t])
         for t, w, cap, tag in rows

@@ -29,7 +29,7 @@ WALKS = 8
 
 
 class Limiter:
-    """One claim's rate limits: read at its first use, under the claim lock; turns given as the
+    """One claim's rate limits: read at its first use, under the lock across pools; turns given as the
     claim goes (so that its next walk of the pool is past them); clocks saved at its end."""
 
     def __init__(self, *, now: datetime) -> None:
@@ -38,6 +38,12 @@ class Limiter:
         self._tats: dict[str, float] = {}
         self._counted: set[str] = set()
         self.turned = 0
+
+    @staticmethod
+    def defined() -> bool:
+        """Whether any limit is defined, in the process's view: a claim then takes the turn across
+        pools (scheduling/admission.py) before it reads a clock."""
+        return bool(rate_limits.definitions.get())
 
     def admit(self, rows: Sequence[DueRow]) -> tuple[list[DueRow], int]:
         """Of `rows` (in the claim's order), those to admit now, and how many were given turns."""

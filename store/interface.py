@@ -375,10 +375,20 @@ class Store(abc.ABC):
         ...
 
     @abc.abstractmethod
-    def claim_lock(self) -> None:
-        """Make concurrent claims take turns, until this transaction ends: a tenant's concurrency
-        limit and a pool's capacity are counts over everything admitted, which two claims side by
-        side would each read without the other's. SQLite has one writer at a time already."""
+    def claim_pool(self, pool: str) -> "tuple[int, int] | None":
+        """This claim's turn at `pool`, until its transaction ends, if no other claim has it (then
+        None: that one admits the pool's work now). A pool's capacity is a count over what it has
+        admitted, which two claims of it side by side would each read without the other's; claims
+        of different pools run side by side. Once the turn is this claim's: what the pool has
+        admitted, (QUEUED, RUNNING). SQLite has one writer at a time already."""
+        ...
+
+    @abc.abstractmethod
+    def hold_tenants(self, tenant_ids: Sequence[int]) -> dict[int, int]:
+        """Make the claims that admit a capped tenant's work, or count against a named rate limit,
+        take turns until this transaction ends: a tenant's concurrency limit counts what it has
+        admitted in every pool, and a limit's clock is shared by every pool. Once the turn is
+        this claim's: each of `tenant_ids`' QUEUED + RUNNING (absent: none)."""
         ...
 
     @abc.abstractmethod
@@ -392,7 +402,7 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def claim_rate_limits(self) -> "dict[str, tuple[Limit, float]]":
-        """The limits defined, each with the claim's clock (its tat), read under the claim lock."""
+        """The limits defined, each with the claim's clock (its tat), read under the lock across pools."""
         ...
 
     @abc.abstractmethod

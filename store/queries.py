@@ -88,6 +88,18 @@ SNAPSHOT = (
     " UNION ALL SELECT 'p', p.pool, 0, 0, 0 FROM pools_poolpause p"
 )
 
+# What one pool has admitted, and what some tenants have in every pool: read by a claim once it
+# holds the pool's lock, or the lock across pools (the state indexes hold only these rows).
+POOL_ADMITTED = (
+    "SELECT COALESCE(SUM(CASE WHEN e.state = 'QUEUED' THEN 1 ELSE 0 END), 0),"
+    " COALESCE(SUM(CASE WHEN e.state = 'RUNNING' THEN 1 ELSE 0 END), 0)"
+    " FROM executions_execution e WHERE (e.state = 'QUEUED' OR e.state = 'RUNNING') AND e.pool = %s"
+)
+TENANTS_ADMITTED = (
+    "SELECT e.tenant_id, COUNT(*) FROM executions_execution e"
+    " WHERE (e.state = 'QUEUED' OR e.state = 'RUNNING') AND e.tenant_id IN ({ids}) GROUP BY e.tenant_id"
+)
+
 # The pools' minute samples per bucket ({bucket}: the store's arithmetic) and pool; each column
 # as it is ({due}: s.due) or summed over the tenants of a minute (SUM(s.due), with {grouped}).
 POOL_BUCKETS = """

@@ -33,7 +33,7 @@ class LimitFacts(NamedTuple):
 class RateLimitOperations:
     def claim_rate_limits(self) -> dict[str, tuple[Limit, float]]:
         """The limits defined, each with the claim's clock (its tat: pools/rate_limits.py).
-        Read under the claim lock, so that claims take turns with the clock too."""
+        Read under the lock across pools, so that claims take turns with the clock too."""
         return {
             name: (Limit(name, per_second, burst), tat)
             for name, per_second, burst, tat in RateLimit.objects.values_list(

@@ -17,16 +17,21 @@ from django.db import connection
 
 from jobs.models import Priority
 from pools.models import PoolClock
+from store.admitted import AdmittedCounts
 from store.postgres import queries
 from store.rows import DueRow, due_row
-from store.statements import Statements
 
 
-class PostgresAdmission(Statements):
-    # Any constant: the claim's advisory lock, held until its transaction ends.
-    CLAIM_LOCK = 7_104_512_001
+class PostgresAdmission(AdmittedCounts):
+    # Any constant: the claim locks' space (advisory locks of two keys: this, and the pool's name
+    # hashed, or 0 for what spans pools), held until its transaction ends.
+    CLAIM_LOCKS = 710_451_200
 
-    def claim_lock(self) -> None:
+    def claim_pool(self, pool: str) -> tuple[int, int] | None:
+        # Tried, never waited for: a claim that finds a pool taken goes on to the next, so claims
+        # of different pools never wait on each other, and none waits on a lock while it holds
+        # another (the lock across pools, the only one waited for, is taken after them: no cycle).
+        # Two pools whose names hash alike share a lock, which costs only their side-by-side claims.
         # The same round trip makes the claim's commit asynchronous: it returns without waiting
         # for its WAL to reach disk. A claim is only ever redone, never lost: if the database
         # crashes before that WAL is flushed, the rows are PENDING again under their old token, so
@@ -35,12 +40,19 @@ class PostgresAdmission(Statements):
         # admits them and materialises their fires again. A worker's start commits synchronously,
         # which flushes the claim's WAL before anything runs. The wait was a few percent of a
         # claim (bench/README.md, "The store's shapes").
-        self.fetch(queries.CLAIM_LOCK, [self.CLAIM_LOCK])
+        ((taken, _),) = self.fetch(queries.CLAIM_POOL, [self.CLAIM_LOCKS, pool])
+        # Read after the lock, in a statement of its own: its snapshot holds the last claim of
+        # the pool, committed before that claim's lock was let go.
+        return self.pool_admitted(pool) if taken else None
+
+    def hold_tenants(self, tenant_ids: Sequence[int]) -> dict[int, int]:
+        self.fetch(queries.CLAIM_ACROSS_POOLS, [self.CLAIM_LOCKS])
+        return self.tenants_admitted(tenant_ids)
 
     def due_in_pool(self, *, pool: str, now: datetime, limit: int) -> list[DueRow]:
         # One probe per level walks the partial index (pool, priority, available_at) and stops at
         # `limit`: a LOW row is looked at only when HIGH and NORMAL have fewer than that due.
-        # No row locks: claims take turns under the claim lock, and the UPDATE that moves the
+        # No row locks: a pool's claims take turns under its lock, and the UPDATE that moves the
         # rows chosen is guarded by their state, so a row cancelled meanwhile is not moved.
         # Locking what a walk reads (up to the batch and one more) was much of a contended claim.
         rows = self.fetch(

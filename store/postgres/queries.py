@@ -211,9 +211,12 @@ ADVANCE_JOBS = (
 
 # --- the claim (store/postgres/admission.py) -----------------------------------------------------------
 
-# The claim's advisory lock (its parameter), held until the transaction ends; the claim's commit
-# made asynchronous in the same round trip.
-CLAIM_LOCK = "SELECT pg_advisory_xact_lock(%s), set_config('synchronous_commit', 'off', true)"
+# A pool's claim lock (a key of the claim's space and the pool's name hashed), tried, not waited
+# for, and held until the transaction ends; the claim's commit made asynchronous in the same
+# round trip.
+CLAIM_POOL = "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)), set_config('synchronous_commit', 'off', true)"
+# The lock of what spans pools (tenants' concurrency limits, named rate limits), waited for.
+CLAIM_ACROSS_POOLS = "SELECT pg_advisory_xact_lock(%s, 0)"
 
 # A pool's due work in order: one probe per priority level of (pool, priority, available_at), each
 # stopped at the limit. Parameters: pool, now, limit, limit.

@@ -9,16 +9,19 @@ from django.db import models
 
 from pools.models import PoolClock, TenantShare
 from store import tables
+from store.admitted import AdmittedCounts
 from store.rows import DueRow, due_row
 from store.sqlite import queries
-from store.statements import Statements
 
 
-class SqliteAdmission(Statements):
-    def claim_lock(self) -> None:
-        """Make concurrent claims take turns, until this transaction ends: a tenant's concurrency
-        limit and a pool's capacity are counts over everything admitted, which two claims side by
-        side would each read without the other's. SQLite has one writer at a time already."""
+class SqliteAdmission(AdmittedCounts):
+    def claim_pool(self, pool: str) -> tuple[int, int] | None:
+        """What `pool` has admitted, (QUEUED, RUNNING): claims take turns already, as SQLite has
+        one writer at a time (the claim's transaction begins IMMEDIATE)."""
+        return self.pool_admitted(pool)
+
+    def hold_tenants(self, tenant_ids: Sequence[int]) -> dict[int, int]:
+        return self.tenants_admitted(tenant_ids)
 
     def due_in_pool(self, *, pool: str, now: datetime, limit: int) -> list[DueRow]:
         """Up to `limit` executions of active jobs due in `pool` by `now`: HIGH priority first,

@@ -197,7 +197,7 @@ def test_the_claims_reads_find_the_due_work_of_active_jobs(tenant, other_tenant,
     Job.objects.filter(pk=paused.job_id).update(state="PAUSED")
 
     with transaction.atomic():
-        store().claim_lock()
+        assert store().claim_pool("default") == (0, 0)
         assert store().anything_due(now=now)
         due = store().due_in_pool(pool="default", now=now, limit=10)
         heads = dict(store().due_heads(pool="default", priority=1, tenant_ids=[tenant.pk, other_tenant.pk], now=now))
@@ -208,6 +208,22 @@ def test_the_claims_reads_find_the_due_work_of_active_jobs(tenant, other_tenant,
     assert heads == {tenant.pk: mine.available_at}
     assert [row[0] for row in of_tenants] == [mine.pk]
     assert not store().anything_due(now=now - timedelta(hours=1))
+
+
+def test_a_claim_reads_what_a_pool_and_the_capped_tenants_have_admitted(tenant, other_tenant, make_job, now):
+    """`claim_pool` answers the pool's (QUEUED, RUNNING) once the claim has its turn there (alone,
+    it always does); `hold_tenants` each tenant's QUEUED + RUNNING in every pool."""
+    _queued(make_job, tenant, now)
+    _running(make_job, tenant, now)
+    _running(make_job, tenant, now, pool="reports")
+    _execution(make_job, other_tenant, now)  # PENDING: not admitted
+
+    with transaction.atomic():
+        assert store().claim_pool("default") == (1, 1)
+        assert store().claim_pool("reports") == (0, 1)
+        assert store().claim_pool("nothing-here") == (0, 0)
+        assert store().hold_tenants([tenant.pk, other_tenant.pk]) == {tenant.pk: 3}
+        assert store().hold_tenants([]) == {}
 
 
 def test_anything_blocked_says_whether_any_execution_waits_blocked(tenant, make_job, now):
