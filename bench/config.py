@@ -25,7 +25,8 @@ DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/6"
 
 
 STAGES = (
-    "statements", "dispatch", "cron", "http", "e2e", "lag", "workflows", "fairness", "ratelimit", "retention",
+    "statements", "dispatch", "cron", "dispatchers", "http", "e2e", "lag", "workflows", "fairness", "ratelimit",
+    "retention",
 )  # fmt: skip
 
 
@@ -54,6 +55,7 @@ class Config:
     quick: bool
     stages: list[str]
     herd: int
+    dispatchers_backlog: int
     herd_tenants: int
     fair_backlog: int
     noisy_backlog: int
@@ -76,6 +78,9 @@ def parse_args(argv: list[str]) -> Config:
     parser.add_argument("--concurrency", type=int, default=os.cpu_count() or 2, help="worker processes (CPUs)")
     parser.add_argument("--prefetch", type=int, default=1, help="worker prefetch multiplier (1, as configured)")
     parser.add_argument("--herd", type=int, help="executions due at once in the herd (default 100,000)")
+    parser.add_argument(
+        "--dispatchers-backlog", type=int, help="due one-offs over 8 pools in the dispatchers stage (default 40,000)"
+    )
     parser.add_argument("--herd-tenants", type=int, help="tenants they belong to (default 500)")
     parser.add_argument("--schedules", type=int, help="cron schedules for a minute's fires (default 10,000)")
     parser.add_argument("--cron-herd", type=int, help="jobs 0 0 * * * in the large cron herd (default 100,000)")
@@ -114,6 +119,7 @@ def parse_args(argv: list[str]) -> Config:
         quick=quick,
         stages=only,
         herd=args.herd or (10_000 if quick else 100_000),
+        dispatchers_backlog=args.dispatchers_backlog or (8_000 if quick else 40_000),
         herd_tenants=args.herd_tenants or (100 if quick else 500),
         fair_backlog=500 if quick else 2_000,
         noisy_backlog=5_000 if quick else 20_000,

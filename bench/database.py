@@ -159,7 +159,7 @@ class Database:
             [name, per_second, burst],
         )
 
-    def capacity(self, slots: int) -> None:
+    def capacity(self, slots: int, *, pools: list[str] | None = None, workers: int = 1) -> None:
         """A worker registered as live with `slots` slots and kept live (bench/fleet.py), for the
         stages that dispatch with no worker running (the statements, the dispatch round, the
         cron stage); 0 removes it."""
@@ -170,7 +170,7 @@ class Database:
             self.fleet = None
         self.conn.execute("DELETE FROM pools_worker WHERE hostname = %s", [HOSTNAME])
         if slots:
-            self.fleet = StandIn(self.url, slots).begin()
+            self.fleet = StandIn(self.url, slots, pools, workers).begin()
 
     def cancel_due(self) -> None:
         """What is PENDING and due now, out of the way (bookkeeping, not a transition)."""

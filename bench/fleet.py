@@ -15,11 +15,12 @@ HOSTNAME = "bench-capacity"
 
 
 class StandIn(threading.Thread):
-    """Registered on `begin()`, beating until `stop()`; Database.capacity removes its row."""
+    """Registered on `begin()`, beating until `stop()`; Database.capacity removes its rows.
+    `workers` rows, each serving one of `pools` in turn, `slots` between them."""
 
-    def __init__(self, url: str, slots: int) -> None:
+    def __init__(self, url: str, slots: int, pools: list[str] | None = None, workers: int = 1) -> None:
         super().__init__(name="bench-stand-in", daemon=True)
-        self.url, self.slots = url, slots
+        self.url, self.slots, self.pools, self.workers = url, slots, pools or ["default"], workers
         self.stopping = threading.Event()
         self.registered = threading.Event()
 
@@ -28,18 +29,19 @@ class StandIn(threading.Thread):
         from django.conf import settings
 
         conn = psycopg.connect(self.url, autocommit=True)
-        row = conn.execute(
+        conn.execute(
             "INSERT INTO pools_worker"
             " (hostname, pid, pids, pools, slots, busy, processed, rate, started_at, last_seen_at)"
-            " VALUES (%s, 0, '[]', '[\"default\"]', %s, 0, 0, 0, now(), now()) RETURNING id",
-            [HOSTNAME, self.slots],
-        ).fetchone()[0]
+            " SELECT %s, g, '[]', jsonb_build_array((%s::text[])[1 + g %% cardinality(%s::text[])]),"
+            " greatest(%s / %s, 1), 0, 0, 0, now(), now() FROM generate_series(0, %s - 1) AS g",
+            [HOSTNAME, self.pools, self.pools, self.slots, self.workers, self.workers],
+        )
         self.registered.set()
         while not self.stopping.wait(settings.TICKWORK_WORKER_BEAT_SECONDS):
             try:
                 if conn.closed:
                     conn = psycopg.connect(self.url, autocommit=True)
-                conn.execute("UPDATE pools_worker SET last_seen_at = now() WHERE id = %s", [row])
+                conn.execute("UPDATE pools_worker SET last_seen_at = now() WHERE hostname = %s", [HOSTNAME])
             except psycopg.Error as error:  # as the real worker: try again at the next beat
                 log(f"the stand-in fleet could not report: {error}")
                 conn.close()

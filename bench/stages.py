@@ -13,6 +13,7 @@ from bench.cost import Cost
 from bench.creation import Creation
 from bench.cron import Cron
 from bench.database import Database
+from bench.dispatchers import Dispatchers
 from bench.fairness import Fairness
 from bench.processes import CpuMeter, Processes, wait_for
 from bench.procrastinate_baseline import Procrastinate
@@ -72,6 +73,8 @@ class Bench:
             self.dispatch()
         if "cron" in cfg.stages:
             Cron(self).run()
+        if "dispatchers" in cfg.stages:
+            Dispatchers(self).run()
         if "http" in cfg.stages:
             Creation(self).run()
             self.procs.stop_all()

@@ -97,6 +97,8 @@ def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
     for pool in sorted(capacity.keys() - snapshot.paused):
         if len(admission.chosen) >= limit:
             break  # full: the dispatcher claims again at once, and this pool then
+        if not s.due_in_pool(pool=pool, now=now, limit=1):
+            continue  # nothing due there: its lock is not taken (one probe, as before locks per pool)
         admitted = s.claim_pool(pool)
         if admitted is None:
             admission.elsewhere.add(pool)  # another claim admits its work now

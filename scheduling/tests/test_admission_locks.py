@@ -25,19 +25,21 @@ def two_pools(settings):
 
 
 def _claims_that_meet(monkeypatch) -> tuple[list, list, threading.Barrier]:
-    """Two claims at once, each in its own transaction; each one's first walk of a pool waits until
-    the other's has begun too, which only claims that do not wait on each other can both reach."""
+    """Two claims at once, each in its own transaction; each one, once it holds its first pool's
+    lock, waits until the other holds one too, which only claims that do not wait on each other
+    can both reach."""
     barrier = threading.Barrier(2, timeout=10)
-    walk = type(store()).due_in_pool
+    claim_pool = type(store()).claim_pool
     local = threading.local()
 
-    def meeting_walk(self, **kwargs):
-        if not getattr(local, "met", False):
+    def meeting(self, pool):
+        admitted = claim_pool(self, pool)
+        if admitted is not None and not getattr(local, "met", False):
             local.met = True
             barrier.wait()
-        return walk(self, **kwargs)
+        return admitted
 
-    monkeypatch.setattr(type(store()), "due_in_pool", meeting_walk)
+    monkeypatch.setattr(type(store()), "claim_pool", meeting)
     claimed, errors = [], []
 
     def one_claim() -> None:
