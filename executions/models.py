@@ -1,5 +1,7 @@
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from django.db import models
 from django.db.models import Case, Q, Value, When
@@ -237,13 +239,52 @@ class Execution(models.Model):
         return f"{self.id} #{self.attempt} {self.state}"
 
 
+# Set while retention deletes executions whose events the store drops whole with their partition.
+_HISTORY_LEFT_TO_PARTITIONS: ContextVar[bool] = ContextVar("history_left_to_partitions", default=False)
+
+
+@contextmanager
+def history_left_to_partitions(left: bool) -> Iterator[None]:
+    """Executions deleted inside leave their events behind (`left`): retention on a store whose
+    history is partitioned by day, which drops them whole with their partition instead of one by
+    one (store/postgres/partitions.py)."""
+    token = _HISTORY_LEFT_TO_PARTITIONS.set(left)
+    try:
+        yield
+    finally:
+        _HISTORY_LEFT_TO_PARTITIONS.reset(token)
+
+
+def history_cascade(collector, field, sub_objs, using) -> None:  # Django's on_delete
+    """CASCADE, as Django emulates it (one DELETE of the events by their executions' ids), but
+    inside `history_left_to_partitions(True)`: then the events stay, orphans nobody reads (every
+    reader goes by its execution), until their day's partition is dropped. Any other deletion of
+    an execution (a tenant's, a job's, in the admin) still forgets its history at once."""
+    if not _HISTORY_LEFT_TO_PARTITIONS.get():
+        models.CASCADE(collector, field, sub_objs, using)
+
+
+# The events are not read to decide: CASCADE then deletes them by a query, never loading them.
+history_cascade.lazy_sub_objs = True  # type: ignore[attr-defined]
+
+
 class ExecutionEvent(models.Model):
     """Append-only history: one row per state transition (and per notable non-transition), for
     the executions whose history is not read from their own columns (store/history.py: a happy
-    run has no rows here; executions/history.py reads both)."""
+    run has no rows here; executions/history.py reads both).
+
+    On PostgreSQL the table is partitioned by day of `at` (migration 0021, store/postgres/
+    partitions.py): its primary key there is (id, at), ids unique by their one sequence, and it
+    has no foreign key constraint, so that retention drops a day's partition whole instead of
+    deleting its rows one by one (the executions it outlived are deleted first; nothing points at
+    an event). The embedded default keeps a plain table, also without the constraint (one model
+    for both); the store writes an event only with its execution's move, so none is an orphan but
+    those retention leaves to their partition's drop."""
 
     # event_execution_at leads with it, so no index of its own.
-    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="events", db_index=False)
+    execution = models.ForeignKey(
+        Execution, on_delete=history_cascade, related_name="events", db_index=False, db_constraint=False
+    )
     at = models.DateTimeField()
     from_state = models.CharField(max_length=20, blank=True)
     to_state = models.CharField(max_length=20)

@@ -25,7 +25,7 @@ from django.db.models import F
 
 from executions import observers, steps, tallies
 from executions.fingerprints import fingerprint
-from executions.models import Execution, Origin
+from executions.models import Execution, Origin, history_left_to_partitions
 from executions.moves import FRESH_ATTEMPT, accepts, move_one, moves
 from executions.moves import NAMED as NAMED  # the table of named transitions, for its test
 from executions.states import REDRIVABLE, RETRYABLE, TERMINAL, ExecutionState
@@ -481,17 +481,19 @@ def republish_many(*, now: datetime, grace_seconds: float, limit: int) -> list[R
 
 
 def prune_many(*, before: datetime, limit: int) -> tuple[int, set[Any]]:
-    """Delete up to `limit` executions (and their events) that finished before `before`. What
-    they counted is folded into the metrics' totals in the same transaction (executions/tallies.py);
-    rows another sweeper is pruning are skipped, so none is folded twice. Returns how many, and
-    their jobs (a one-off among them with nothing left is pruned with them: retention's caller
-    holds both in one transaction, scheduling.pruning.jobs_prune)."""
+    """Delete up to `limit` executions (and their events, or leave those to their partition's drop:
+    executions/history_partitions.py) that finished before `before`. What they counted is folded
+    into the metrics' totals in the same transaction (executions/tallies.py); rows another sweeper
+    is pruning are skipped, so none is folded twice. Returns how many, and their jobs (a one-off
+    among them with nothing left is pruned with them: retention's caller holds both in one
+    transaction, scheduling.pruning.jobs_prune)."""
     with transaction.atomic():
         ids = store().lock_finished(before=before, limit=limit)
         jobs: set[Any] = set()
         if ids:
             pruned = Execution.objects.filter(pk__in=ids)
             jobs = set(pruned.values_list("job_id", flat=True))
-            with tallies.folding(pruned):
+            # Their events stay where the history is partitioned: their day's partition goes whole.
+            with tallies.folding(pruned), history_left_to_partitions(store().history_partitioned):
                 pruned.delete()
     return len(ids), jobs

@@ -14,6 +14,7 @@ from maintenance.services.alert_delivery import AlertDelivery
 from maintenance.services.alert_evaluation import AlertEvaluation
 from maintenance.services.backfills import Backfills
 from maintenance.services.forced_cancels import ForcedCancels
+from maintenance.services.history_partitions import HistoryPartitions
 from maintenance.services.lost_leases import LostLeases
 from maintenance.services.pool_history import PoolHistory
 from maintenance.services.republishing import Republishing
@@ -39,9 +40,10 @@ class ServiceRole:
 SWEEPER = ServiceRole(
     kind=Role.Kind.SWEEPER.value,
     command="run_sweeper",
-    # In this order: what is taken back is settled before anything is pruned, and before a
-    # backfill counts its unfinished runs.
-    services=(LostLeases, Timeouts, ForcedCancels, Republishing, Backfills, Retention, PoolHistory),
+    # In this order: the history's partitions of today and the days ahead are there before
+    # anything writes an event; what is taken back is settled before anything is pruned, and
+    # before a backfill counts its unfinished runs.
+    services=(HistoryPartitions, LostLeases, Timeouts, ForcedCancels, Republishing, Backfills, Retention, PoolHistory),
     interval_setting="TICKWORK_SWEEP_SECONDS",
     again_at=BATCH,
     log_as="sweep",

@@ -85,6 +85,9 @@ class Store(abc.ABC):
     # repeating its terms (`state = 'SUCCEEDED'` for `NOT state IN ('QUEUED', 'RUNNING')`), so
     # such an index can leave rows out (executions.models.PartialOnPostgres).
     proves_partial_indexes: ClassVar[bool]
+    # Whether the event history is partitioned by day, so that retention leaves a pruned
+    # execution's events to their partition's drop (store/postgres/partitions.py).
+    history_partitioned: ClassVar[bool]
 
     # --- one execution ------------------------------------------------------------------------
 
@@ -195,6 +198,21 @@ class Store(abc.ABC):
     def lock_finished(self, *, before: datetime, limit: int) -> list[Any]:
         """The ids of up to `limit` executions that finished before `before`, locked until the
         transaction ends; rows another sweeper holds are skipped (so none is pruned twice)."""
+        ...
+
+    @abc.abstractmethod
+    def history_partitions_ahead(self, *, now: datetime, days: int) -> int:
+        """Make the history's partitions of `now`'s day and the `days` after it that are missing,
+        each with the rows its day had waiting elsewhere; how many it made (0: all there, or no
+        partitions on this store). Idempotent; concurrent callers take turns."""
+        ...
+
+    @abc.abstractmethod
+    def history_partitions_drop(self, *, before: datetime, limit: int) -> tuple[int, int, int]:
+        """Drop the history's partitions wholly before `before`, keeping (writing again) the rows
+        of executions that still exist, and delete up to `limit` of those kept rows whose
+        execution is gone since: (partitions dropped, rows kept, rows deleted). (0, 0, 0) where
+        the history is a plain table (it went with its executions)."""
         ...
 
     # --- writes -------------------------------------------------------------------------------

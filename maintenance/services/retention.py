@@ -9,6 +9,10 @@ keep):
 3. the ended jobs no execution or run refers to any more (scheduling.pruning.jobs_prune): after
    1 and 2, which free them, in one transaction with them: a one-off is found by its executions
    as they go (its COMPLETED is read, not written), so none is left behind by a crash between;
+   On PostgreSQL the executions' events stay behind (executions.models.history_cascade): once
+   the executions are pruned up to the cutoff (a batch short of full), the history's partitions
+   wholly before it are dropped whole, each in a transaction of its own, the few events of
+   executions still kept written again (executions/history_partitions.py);
 4. workers and roles not seen for a day, stopped or gone: the operator has seen them
    (pools.registry.prune, pools.roles.prune);
 5. events past the retention, never sooner than their idempotency keys last (events_prune);
@@ -27,6 +31,7 @@ from alerts.services import alerts_prune
 from background.service import Counts, Needs
 from events.services import events_prune
 from executions import transitions
+from executions.history_partitions import history_partitions_drop
 from maintenance.services import BATCH, pool_history
 from pools import registry, roles
 from scheduling.pruning import jobs_prune, runs_prune
@@ -40,6 +45,9 @@ class Pruned(Counts):
     pruned: int = 0  # executions
     runs_pruned: int = 0
     jobs_pruned: int = 0
+    partitions_dropped: int = 0  # of the history, by day (PostgreSQL)
+    history_kept: int = 0  # events of kept executions written again as their partition went
+    history_pruned: int = 0  # such kept events deleted once their execution went
     workers_forgotten: int = 0
     events_pruned: int = 0
     samples_pruned: int = 0
@@ -62,10 +70,18 @@ class Retention:
             executions, their_jobs = transitions.prune_many(before=before, limit=limit)
             runs = runs_prune(before=before, limit=limit)
             jobs = jobs_prune(before=before, limit=limit, pruned_jobs=their_jobs)
+        # Not while executions past the cutoff wait for the next batch: their events would be
+        # kept (written again) only to be deleted one by one later.
+        dropped, kept, deleted = (
+            (0, 0, 0) if executions >= limit else history_partitions_drop(before=before, limit=limit)
+        )
         return Pruned(
             pruned=executions,
             runs_pruned=runs,
             jobs_pruned=jobs,
+            partitions_dropped=dropped,
+            history_kept=kept,
+            history_pruned=deleted,
             workers_forgotten=registry.prune(now=now, older_than=WORKER_RETENTION)
             + roles.prune(now=now, older_than=WORKER_RETENTION),
             events_pruned=events_prune(now=now, retention=self.retention, limit=limit),

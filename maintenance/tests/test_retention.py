@@ -18,7 +18,7 @@ def test_each_package_prunes_in_the_documented_order_within_the_batch(monkeypatc
     def prune(name):
         def call(**kwargs):
             calls.append((name, kwargs))
-            return (1, {"job"}) if name == "executions" else 1
+            return {"executions": (1, {"job"}), "history partitions": (1, 1, 1)}.get(name, 1)
 
         return call
 
@@ -26,6 +26,7 @@ def test_each_package_prunes_in_the_documented_order_within_the_batch(monkeypatc
         (retention.transitions, "prune_many", "executions"),
         (retention, "runs_prune", "runs"),
         (retention, "jobs_prune", "jobs"),
+        (retention, "history_partitions_drop", "history partitions"),
         (retention.registry, "prune", "workers"),
         (retention.roles, "prune", "roles"),
         (retention, "events_prune", "events"),
@@ -41,4 +42,4 @@ def test_each_package_prunes_in_the_documented_order_within_the_batch(monkeypatc
     before = NOW - timedelta(days=30)
     assert calls[0][1] == {"before": before, "limit": 7} and calls[-1][1] == {"before": before, "limit": 7}
     assert calls[2][1] == {"before": before, "limit": 7, "pruned_jobs": {"job"}}  # the executions' jobs
-    assert pruned.total() == 8 and pruned.workers_forgotten == 2
+    assert pruned.total() == 11 and pruned.workers_forgotten == 2 and pruned.partitions_dropped == 1

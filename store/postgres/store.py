@@ -30,7 +30,7 @@ from jobs.models import Job
 from store import queries as shared_queries
 from store.history import is_happy
 from store.interface import CancelListener, DueListener
-from store.postgres import queries
+from store.postgres import partitions, queries
 from store.postgres.admission import PostgresAdmission
 from store.postgres.fires import create_fires
 from store.postgres.inserts import insert_of, json_column
@@ -53,6 +53,8 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
     running_batch: ClassVar[str] = queries.RUNNING_BATCH
 
     due_notifications: ClassVar[bool] = True
+
+    history_partitioned: ClassVar[bool] = True
 
     # date_part, not EXTRACT: EXTRACT gives numeric (PostgreSQL 14 on), slow over a week's minutes.
     sample_bucket: ClassVar[str] = "CAST(floor(date_part('epoch', s.at - %s) / %s) AS INTEGER)"
@@ -361,6 +363,13 @@ class PostgresStore(PostgresAdmission, PostgresReads, SharedStore):
         # A LISTEN needs a session of its own: behind a pooler in transaction mode it connects to
         # PostgreSQL itself, DATABASE_DIRECT_URL (scheduler_project/databases.py).
         return {**self.db.get_connection_params(), **settings.DATABASE_DIRECT}
+
+    def history_partitions_ahead(self, *, now: datetime, days: int) -> int:
+        return partitions.create_ahead(now=now, days=days)
+
+    def history_partitions_drop(self, *, before: datetime, limit: int) -> tuple[int, int, int]:
+        dropped, kept = partitions.drop_before(before=before)
+        return dropped, kept, partitions.default_prune(before=before, limit=limit)
 
     def measure_clock(self) -> datetime:
         with self.db.cursor() as cursor:

@@ -41,6 +41,9 @@ class SqliteStore(SqliteAdmission, SqliteReads, SharedStore):
     # How often a dispatcher must look for due work when nothing wakes it.
     due_notifications: ClassVar[bool] = False
 
+    # A plain table: a pruned execution's events go with it (the embedded default stays simple).
+    history_partitioned: ClassVar[bool] = False
+
     # A pool sample's bucket: whole buckets (seconds, the second parameter) since the first
     # parameter. Half a second more: julianday's arithmetic is in floating point.
     sample_bucket: ClassVar[str] = sqlite_queries.SAMPLE_BUCKET
@@ -301,6 +304,12 @@ class SqliteStore(SqliteAdmission, SqliteReads, SharedStore):
     def cancel_listener(self, *, host: str) -> "CancelListener":
         """What a worker's cancel relay waits on: the worker ids on `host` with a new cancel request."""
         return CancelPoller(host=host)
+
+    def history_partitions_ahead(self, *, now: datetime, days: int) -> int:
+        return 0
+
+    def history_partitions_drop(self, *, before: datetime, limit: int) -> tuple[int, int, int]:
+        return 0, 0, 0
 
     def measure_clock(self) -> datetime:
         """The database's time now, for db_now() to anchor on (a remote clock only)."""
