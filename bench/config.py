@@ -62,6 +62,7 @@ class Config:
     cron_schedules: int
     cron_herd: int
     retention_volume: int
+    history_rows: int
     workflow_chains: int
     workflow_steps: int
     workflow_interval: float
@@ -85,6 +86,9 @@ def parse_args(argv: list[str]) -> Config:
     parser.add_argument("--schedules", type=int, help="cron schedules for a minute's fires (default 10,000)")
     parser.add_argument("--cron-herd", type=int, help="jobs 0 0 * * * in the large cron herd (default 100,000)")
     parser.add_argument("--retention-volume", type=int, help="finished jobs a simulated day (default 200,000)")
+    parser.add_argument(
+        "--history-rows", type=int, help="history rows written over the retention stage's week (default 10,000,000)"
+    )
     parser.add_argument("--workflow-chains", type=int, help="10-step chains in the workflows stage (default 20)")
     parser.add_argument("--batch", type=int, help="dispatch batch (default: TICKWORK_DISPATCH_BATCH)")
     parser.add_argument("--statement-runs", type=int, help="runs per statement and database (400; claim: a tenth)")
@@ -126,6 +130,7 @@ def parse_args(argv: list[str]) -> Config:
         cron_schedules=args.schedules or 10_000,
         cron_herd=args.cron_herd or (20_000 if quick else 100_000),
         retention_volume=args.retention_volume or (20_000 if quick else 200_000),
+        history_rows=args.history_rows or (100_000 if quick else 10_000_000),
         workflow_chains=args.workflow_chains or (6 if quick else 20),
         workflow_steps=10,  # the figure is on a 10-step chain
         # A chain every 0.5 s: with the one-offs beside them, 40 starts a second and a few chains

@@ -4,7 +4,8 @@ hold steady instead of growing by the day.
 Simulated days, time injected: each day `retention_volume` one-off jobs that ran and finished that
 day are written (the job's row ACTIVE, which reads COMPLETED once its execution is SUCCEEDED, and
 its four events, as a run leaves them), then the sweeper's pruning runs as `maintenance.sweeper`
-runs it (`prune_many`, then `jobs_prune`, 500 at a time, again at once while a batch was full)
+runs it (`prune_many`, then `jobs_prune`, 500 at a time, again at once while a batch was full, then
+the history's partitions past the retention dropped; each day's made before it is written)
 with `now` at the day's end and a retention of RETENTION_DAYS, then a plain VACUUM (what
 autovacuum does between two days of such churn) and the tables' sizes are read. After the
 retention has passed, each day deletes what one day adds: the size on the last day must be within
@@ -15,6 +16,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from bench.config import log
+from bench.history_retention import HistoryRetention
 from bench.results import Figure
 
 RETENTION_DAYS = 3
@@ -55,6 +57,7 @@ class Retention:
         from django.db import transaction
 
         from executions import transitions
+        from executions.history_partitions import history_partitions_ahead, history_partitions_drop
         from scheduling.pruning import jobs_prune
 
         volume = self.cfg.retention_volume
@@ -64,6 +67,7 @@ class Retention:
         sizes, pruned, prune_seconds = [], 0, 0.0
         for day in range(DAYS):
             at = start + timedelta(days=day)
+            history_partitions_ahead(now=at, days=0)  # as the sweeper makes it ahead of the day
             for offset in range(0, volume, 50_000):
                 count = min(50_000, volume - offset)
                 part = at + timedelta(days=offset / volume)
@@ -77,10 +81,21 @@ class Retention:
                 pruned += executions
                 if executions < 500 and jobs < 500:
                     break
+            history_partitions_drop(before=before, limit=500)  # as retention does once caught up
             prune_seconds += time.perf_counter() - began
             for table in TABLES:
                 self.db.conn.execute(f"VACUUM {table}")
-            size = sum(self.db.scalar("SELECT pg_total_relation_size(%s)", [table]) for table in TABLES)
+            # A partitioned table's size is its partitions' (the history's, on PostgreSQL).
+            size = sum(
+                int(
+                    self.db.scalar(
+                        "SELECT COALESCE((SELECT sum(pg_total_relation_size(relid))"
+                        " FROM pg_partition_tree(%s::regclass)), pg_total_relation_size(%s::regclass))",
+                        [table, table],
+                    )
+                )
+                for table in TABLES
+            )
             rows = self.db.scalar("SELECT count(*) FROM executions_execution WHERE tenant_id = %s", [tenant])
             jobs_left = self.db.scalar("SELECT count(*) FROM jobs_job WHERE tenant_id = %s", [tenant])
             sizes.append(size)
@@ -99,6 +114,7 @@ class Retention:
                 last <= 1.1 * settled,
             )
         )
+        HistoryRetention(self.bench).run()
         self.bench.figures.append(
             Figure(
                 "pruning (executions with their events and jobs)",
