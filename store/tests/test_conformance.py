@@ -598,6 +598,22 @@ def test_take_start_counts_a_conforming_start_and_says_when_the_next_conforms():
     assert store().take_start("gone", 100.0) is None  # no such limit: nothing holds it
 
 
+def test_the_history_partitions_are_made_ahead_once_and_dropped_past_their_day():
+    """Where the history is partitioned (PostgreSQL), a day's partition is made once and dropped
+    once its day is past, with nothing to keep; a plain history has none to make or drop."""
+    now = timezone.now().replace(year=2032)
+    made = store().history_partitions_ahead(now=now, days=1)
+    again = store().history_partitions_ahead(now=now, days=1)
+    dropped, kept, deleted = store().history_partitions_drop(before=now + timedelta(days=3), limit=10)
+
+    if store().history_partitioned:
+        assert (made, again) == (2, 0) and dropped >= 2  # with the migration's, of today's dates
+    else:
+        assert (made, again, dropped) == (0, 0, 0)
+    assert (kept, deleted) == (0, 0)
+    assert store().history_partitions_ahead(now=now, days=0) == (1 if store().history_partitioned else 0)
+
+
 # --- the suite itself ---------------------------------------------------------------------------------------
 
 
