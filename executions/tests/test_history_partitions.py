@@ -146,3 +146,25 @@ def test_retention_drops_no_partition_while_executions_past_it_wait_for_a_batch(
     monkeypatch.setattr("maintenance.services.retention.transitions.prune_many", lambda **kw: (2, set()))
     assert Retention(retention=timedelta(days=1), batch=2).run_once(now=DAY2).partitions_dropped == 0
     assert calls == []
+
+
+def test_a_sweeper_whose_turn_another_holds_makes_nothing_and_fails_nothing(tenant):
+    """Two sweepers at once: the one that does not get the partitions' advisory lock skips (the
+    other makes them); once it is free, the next pass makes them."""
+    if connection.vendor != POSTGRES:
+        pytest.skip("no partitions on the embedded default")
+    import psycopg
+
+    from store.postgres.partitions import ADVISORY_KEY
+
+    s = connection.settings_dict
+    other = psycopg.connect(
+        dbname=s["NAME"], user=s["USER"], host=s["HOST"], port=s["PORT"] or 5432, password=s["PASSWORD"] or None
+    )
+    try:
+        other.execute("SELECT pg_advisory_lock(%s)", [ADVISORY_KEY])
+        assert history_partitions_ahead(now=DAY1, days=1) == 0
+        other.execute("SELECT pg_advisory_unlock(%s)", [ADVISORY_KEY])
+        assert history_partitions_ahead(now=DAY1, days=1) == 2
+    finally:
+        other.close()
