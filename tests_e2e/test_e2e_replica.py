@@ -153,6 +153,7 @@ def test_the_api_and_the_dashboard_read_the_replica_a_writer_its_own_writes_and_
                     assert _names(base, acme_token) == {"acme-job"}
                     standby.execute("SELECT pg_wal_replay_resume()")
             wait_for(lambda: _names(base, acme_token) == {"acme-job-renamed"}, timeout=10, what="replay to resume")
+            assert requests.get(f"{base}/v1/health", timeout=10).json()["replica"] == "ok"
 
             # The replica stops mid-test: reads go to the primary, no error, one line in the log.
             before = len(log.read_text())
@@ -164,6 +165,9 @@ def test_the_api_and_the_dashboard_read_the_replica_a_writer_its_own_writes_and_
             said = [line for line in log.read_text()[before:].splitlines() if " WARNING " in line or " ERROR " in line]
             assert len(said) == 1 and DOWN in said[0], log.read_text()[-3000:]
             assert not re.search(r"Traceback| 500 |Internal Server Error", log.read_text()), log.read_text()[-3000:]
+            # The health check says so (no dispatcher runs here: it answers 503 for that, not this).
+            health = requests.get(f"{base}/v1/health", timeout=10).json()
+            assert health["replica"].startswith("reads go to the primary: it does not answer"), health
         finally:
             os.killpg(daphne.pid, 15)
             daphne.wait(timeout=20)

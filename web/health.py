@@ -12,6 +12,8 @@ from django.db import connection
 
 from pools import registry, roles
 from pools.models import PoolPause, Role, Worker
+from store.replica.health import replica_health
+from store.replica.routing import REPLICA
 
 
 def check_database() -> str | None:
@@ -21,6 +23,15 @@ def check_database() -> str | None:
     except Exception as exc:
         return f"database unreachable: {exc.__class__.__name__}: {exc}"
     return None
+
+
+def check_replica() -> str | None:
+    """With DATABASE_REPLICA_URL: whether the dashboard's and the API's reads are on the replica
+    now (looked at afresh), else why they go to the primary."""
+    if REPLICA not in settings.DATABASES:
+        return None
+    health = replica_health()
+    return None if health.check() else f"reads go to the primary: {health.reason}"
 
 
 def check_broker() -> str | None:

@@ -75,6 +75,7 @@ class ReplicaHealth:
         self._checked_at = float("-inf")
         self._usable = False
         self._said: str | None = None  # the last line logged: None, "down" or "up"
+        self.reason: str | None = "not looked at yet"  # why reads go to the primary (None: they do not)
 
     def usable(self) -> bool:
         """The last look's answer; starts the next look in the background when one is due."""
@@ -110,7 +111,7 @@ class ReplicaHealth:
         self._set(verdict(replay, max_lag=self._max_lag))
 
     def _set(self, reason: str | None) -> None:
-        self._usable = reason is None
+        self._usable, self.reason = reason is None, reason
         if reason is not None and self._said != "down":
             logger.warning("replica: reads go to the primary: %s", reason)
             self._said = "down"

@@ -1,3 +1,4 @@
+from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -5,8 +6,9 @@ from rest_framework.views import APIView
 
 from alerts.selectors import any_rule_enabled
 from executions.clock import db_now
+from store.replica.routing import REPLICA
 from web.errors import error_body
-from web.health import check_broker, check_database, check_role, check_workers
+from web.health import check_broker, check_database, check_replica, check_role, check_workers
 from web.schema import ERROR_REF
 
 # What makes the scheduler unavailable (503), and what only degrades it (200, said).
@@ -42,6 +44,9 @@ class HealthApi(APIView):
             alerter_problem, alerter = check_role("alerter", now)
             # No alerter is only a problem when there is something for it to judge.
             problems["alerter"] = alerter_problem if alerter_problem and any_rule_enabled() else None
+            if REPLICA in settings.DATABASES:
+                # Reads that fall back to the primary still answer: degraded, not unavailable.
+                problems["replica"] = check_replica()
             body["roles"] = {"dispatcher": dispatcher, "sweeper": sweeper, "alerter": alerter, "workers": workers}
         body.update({name: problem or "ok" for name, problem in problems.items()})
         unavailable = any(problems.get(name) for name in _VITAL)
