@@ -81,24 +81,21 @@ def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
     s = store()
     if not s.anything_due(now=now):
         return Admission()
-    snapshot = s.snapshot(live_since=now - registry.offline_after())
+    snapshot = s.snapshot(live_since=now - registry.offline_after(), admitted=False)
     capacity = registry.totals(snapshot.workers)
-    # What each tenant has admitted, in every pool: exact for the capped tenants once the claim
-    # holds the lock across pools (`_AcrossPools`), which it takes before it admits any of theirs.
+    # What each capped tenant has admitted, in every pool: read under the lock across pools
+    # (`_AcrossPools`), which the claim takes before it admits any of theirs; then what it admits.
     tenant_load: Counter[int] = Counter()
-    for _, tenant_id, _, count in snapshot.admitted:
-        tenant_load[tenant_id] += count
     caps = snapshot.limits
     across = _AcrossPools(caps, tenant_load)
     admission = Admission()
     limiter = Limiter(now=now)
     if limiter.defined():
         across.hold()  # a named limit's clock is shared by every pool
-    for pool in sorted(capacity.keys() - snapshot.paused):
+    # Only the pools with anything due are locked and walked: one statement finds them.
+    for pool in sorted(s.pools_with_due(list(capacity.keys() - snapshot.paused), now=now)):
         if len(admission.chosen) >= limit:
             break  # full: the dispatcher claims again at once, and this pool then
-        if not s.due_in_pool(pool=pool, now=now, limit=1):
-            continue  # nothing due there: its lock is not taken (one probe, as before locks per pool)
         admitted = s.claim_pool(pool)
         if admitted is None:
             admission.elsewhere.add(pool)  # another claim admits its work now

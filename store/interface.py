@@ -393,6 +393,12 @@ class Store(abc.ABC):
         ...
 
     @abc.abstractmethod
+    def pools_with_due(self, pools: Sequence[str], *, now: datetime) -> set[str]:
+        """Of `pools`, those with a PENDING execution due by `now` (of an active job or not: a claim
+        then walks it): one round trip, whatever their number."""
+        ...
+
+    @abc.abstractmethod
     def claim_pool(self, pool: str) -> "tuple[int, int] | None":
         """This claim's turn at `pool`, until its transaction ends, if no other claim has it (then
         None: that one admits the pool's work now). A pool's capacity is a count over what it has
@@ -410,10 +416,12 @@ class Store(abc.ABC):
         ...
 
     @abc.abstractmethod
-    def snapshot(self, *, live_since: datetime) -> "Snapshot":
+    def snapshot(self, *, live_since: datetime, admitted: bool = True) -> "Snapshot":
         """What a claim starts from, in one round trip: the live workers (reported since
         `live_since` and not stopped, as pools.registry.live says), what is admitted per pool,
-        tenant and state, the tenants' concurrency limits and the paused pools."""
+        tenant and state (unless not `admitted`: a claim reads each pool's when it holds its lock,
+        as `claim_pool`, and the capped tenants' under the lock across pools, as `hold_tenants`),
+        the tenants' concurrency limits and the paused pools."""
         ...
 
     # --- rate limits (pools/rate_limits.py; store/rate_limits.py runs them on both stores) ---

@@ -77,12 +77,15 @@ ANYTHING_BLOCKED = "SELECT 1 FROM executions_execution WHERE state = 'BLOCKED' L
 # paused pools ('p'). The admitted rows as an OR of their two states, each arm a read of that
 # state's own partial index (execution_republish, execution_timeout): an IN list implies neither
 # index's condition, and the state-ordered indexes leave those rows out (executions/models.py).
-SNAPSHOT = (
-    "SELECT 'w', CAST(w.pools AS TEXT), w.slots, w.busy, CAST(w.rate AS REAL) FROM pools_worker w"
-    " WHERE w.stopped_at IS NULL AND w.last_seen_at >= %s"
+SNAPSHOT_ADMITTED = (
     " UNION ALL SELECT 'a', e.pool, e.tenant_id, COUNT(*), CAST(e.state = 'QUEUED' AS INTEGER)"
     " FROM executions_execution e WHERE (e.state = 'QUEUED' OR e.state = 'RUNNING')"
     " GROUP BY e.pool, e.tenant_id, e.state"
+)
+SNAPSHOT = (
+    "SELECT 'w', CAST(w.pools AS TEXT), w.slots, w.busy, CAST(w.rate AS REAL) FROM pools_worker w"
+    " WHERE w.stopped_at IS NULL AND w.last_seen_at >= %s"
+    "{admitted}"
     " UNION ALL SELECT 'c', NULL, t.id, t.max_concurrent_executions, 0 FROM tenants_tenant t"
     " WHERE t.max_concurrent_executions IS NOT NULL"
     " UNION ALL SELECT 'p', p.pool, 0, 0, 0 FROM pools_poolpause p"

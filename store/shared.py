@@ -418,25 +418,25 @@ class SharedStore(RateLimitOperations, Statements, Store):
         )
         return bool(rows)
 
-    def snapshot(self, *, live_since: datetime) -> "Snapshot":
+    def snapshot(self, *, live_since: datetime, admitted: bool = True) -> "Snapshot":
         """What a claim starts from, in one round trip: the live workers (reported since
         `live_since` and not stopped, as pools.registry.live says), what is admitted per pool,
-        tenant and state, the tenants' concurrency limits and the paused pools."""
-        workers, admitted, limits, paused = [], [], {}, set()
+        tenant and state (unless not `admitted`), the tenants' concurrency limits and the paused pools."""
+        workers, counts, limits, paused = [], [], {}, set()
         rows = self.fetch(
-            queries.SNAPSHOT,
+            queries.SNAPSHOT.format(admitted=queries.SNAPSHOT_ADMITTED if admitted else ""),
             [live_since],
         )
         for kind, text, a, b, c in rows:
             if kind == "w":
                 workers.append((json.loads(text), a, b, float(c)))
             elif kind == "a":
-                admitted.append((text, a, "QUEUED" if c else "RUNNING", b))
+                counts.append((text, a, "QUEUED" if c else "RUNNING", b))
             elif kind == "p":
                 paused.add(text)
             else:
                 limits[a] = b
-        return Snapshot(workers, admitted, limits, frozenset(paused))
+        return Snapshot(workers, counts, limits, frozenset(paused))
 
 
 class _TokenQuery(NamedTuple):

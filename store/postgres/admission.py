@@ -27,6 +27,11 @@ class PostgresAdmission(AdmittedCounts):
     # hashed, or 0 for what spans pools), held until its transaction ends.
     CLAIM_LOCKS = 710_451_200
 
+    def pools_with_due(self, pools: Sequence[str], *, now: datetime) -> set[str]:
+        if not pools:
+            return set()
+        return {pool for (pool,) in self.fetch(queries.POOLS_WITH_DUE, [list(pools), now])}
+
     def claim_pool(self, pool: str) -> tuple[int, int] | None:
         # Tried, never waited for: a claim that finds a pool taken goes on to the next, so claims
         # of different pools never wait on each other, and none waits on a lock while it holds

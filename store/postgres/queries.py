@@ -218,6 +218,15 @@ CLAIM_POOL = "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)), set_config('sy
 # The lock of what spans pools (tenants' concurrency limits, named rate limits), waited for.
 CLAIM_ACROSS_POOLS = "SELECT pg_advisory_xact_lock(%s, 0)"
 
+# Which of some pools (an array) have anything due (the parameter after it): one probe of
+# (pool, priority, available_at) per pool and level, in one round trip.
+POOLS_WITH_DUE = (
+    "SELECT p.pool FROM unnest(%s::text[]) AS p(pool) WHERE EXISTS ("
+    " SELECT 1 FROM (VALUES (0), (1), (2)) AS level(priority) CROSS JOIN LATERAL ("
+    "  SELECT 1 FROM executions_execution e WHERE e.state = 'PENDING' AND e.pool = p.pool"
+    "  AND e.priority = level.priority AND e.available_at <= %s LIMIT 1) AS due)"
+)
+
 # A pool's due work in order: one probe per priority level of (pool, priority, available_at), each
 # stopped at the limit. Parameters: pool, now, limit, limit.
 DUE_IN_POOL = (

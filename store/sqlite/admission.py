@@ -15,6 +15,10 @@ from store.sqlite import queries
 
 
 class SqliteAdmission(AdmittedCounts):
+    def pools_with_due(self, pools: Sequence[str], *, now: datetime) -> set[str]:
+        """Of `pools`, those with a PENDING execution due by `now`: a probe each, in process."""
+        return {pool for pool in pools if self.fetch(queries.POOL_HAS_DUE, [pool, now])}
+
     def claim_pool(self, pool: str) -> tuple[int, int] | None:
         """What `pool` has admitted, (QUEUED, RUNNING): claims take turns already, as SQLite has
         one writer at a time (the claim's transaction begins IMMEDIATE)."""

@@ -18,6 +18,10 @@ DUE_IN_POOL = (
     " WHERE e.state = 'PENDING' AND e.pool = %s AND e.available_at <= %s"
     " ORDER BY e.priority, e.available_at LIMIT %s"
 )
+# Whether a pool has anything due (of an active job or not).
+POOL_HAS_DUE = (
+    "SELECT 1 FROM executions_execution e WHERE e.state = 'PENDING' AND e.pool = %s AND e.available_at <= %s LIMIT 1"
+)
 # Every tenant's weight, concurrency limit and finish tag in a pool.
 SHARES = (
     "SELECT t.id, t.weight, t.max_concurrent_executions, COALESCE(s.finish_tag, 0)"

@@ -211,13 +211,16 @@ def test_the_claims_reads_find_the_due_work_of_active_jobs(tenant, other_tenant,
 
 
 def test_a_claim_reads_what_a_pool_and_the_capped_tenants_have_admitted(tenant, other_tenant, make_job, now):
-    """`claim_pool` answers the pool's (QUEUED, RUNNING) once the claim has its turn there (alone,
-    it always does); `hold_tenants` each tenant's QUEUED + RUNNING in every pool."""
+    """`pools_with_due` finds the pools with due work; `claim_pool` answers the pool's (QUEUED,
+    RUNNING) once the claim has its turn there (alone, it always does); `hold_tenants` each tenant's
+    QUEUED + RUNNING in every pool."""
     _queued(make_job, tenant, now)
     _running(make_job, tenant, now)
     _running(make_job, tenant, now, pool="reports")
     _execution(make_job, other_tenant, now)  # PENDING: not admitted
 
+    assert store().pools_with_due(["default", "reports", "nothing-here"], now=now) == {"default"}
+    assert store().pools_with_due(["default"], now=now - timedelta(hours=1)) == set()
     with transaction.atomic():
         assert store().claim_pool("default") == (1, 1)
         assert store().claim_pool("reports") == (0, 1)
