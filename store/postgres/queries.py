@@ -219,12 +219,14 @@ CLAIM_POOL = "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)), set_config('sy
 CLAIM_ACROSS_POOLS = "SELECT pg_advisory_xact_lock(%s, 0)"
 
 # Which of some pools (an array) have anything due (the parameter after it): one probe of
-# (pool, priority, available_at) per pool and level, in one round trip.
+# (pool, priority, available_at) per pool and level, in one round trip. Ordered as that index is,
+# so that the planner probes it: without, a LIMIT 1 whose match it expected soon (a pool's due
+# rows just claimed, the statistics not yet told) was a sequential scan, 9 ms a claim.
 POOLS_WITH_DUE = (
     "SELECT p.pool FROM unnest(%s::text[]) AS p(pool) WHERE EXISTS ("
     " SELECT 1 FROM (VALUES (0), (1), (2)) AS level(priority) CROSS JOIN LATERAL ("
     "  SELECT 1 FROM executions_execution e WHERE e.state = 'PENDING' AND e.pool = p.pool"
-    "  AND e.priority = level.priority AND e.available_at <= %s LIMIT 1) AS due)"
+    "  AND e.priority = level.priority AND e.available_at <= %s ORDER BY e.available_at LIMIT 1) AS due)"
 )
 
 # A pool's due work in order: one probe per priority level of (pool, priority, available_at), each
