@@ -41,6 +41,10 @@ class PoolClock(models.Model):
 
     pool = models.CharField(max_length=64, unique=True)
     virtual_time = models.FloatField(default=0.0)
+    # The claims that took the pool's lock, each counting itself as it takes it: a claim that
+    # finds one more than its snapshot said knows that no other claim of the pool committed in
+    # between, so what the snapshot read the pool had admitted still holds (scheduling/admission.py).
+    claims = models.BigIntegerField(default=0, db_default=0)
 
     def __str__(self) -> str:
         return f"{self.pool}@{self.virtual_time:g}"

@@ -83,8 +83,12 @@ def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
         return Admission()
     snapshot = s.snapshot(live_since=now - registry.offline_after(), admitted=False)
     capacity = registry.totals(snapshot.workers)
-    # What each capped tenant has admitted, in every pool: read under the lock across pools
+    # What each pool has admitted, as the snapshot read it (exact once the pool's lock is held:
+    # `claim_pool`). What each capped tenant has, in every pool: read under the lock across pools
     # (`_AcrossPools`), which the claim takes before it admits any of theirs; then what it admits.
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for pool, _, state, count in snapshot.admitted:
+        counts[pool][0 if state == "QUEUED" else 1] += count
     tenant_load: Counter[int] = Counter()
     caps = snapshot.limits
     across = _AcrossPools(caps, tenant_load)
@@ -96,7 +100,7 @@ def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
     for pool in sorted(s.pools_with_due(list(capacity.keys() - snapshot.paused), now=now)):
         if len(admission.chosen) >= limit:
             break  # full: the dispatcher claims again at once, and this pool then
-        admitted = s.claim_pool(pool)
+        admitted = s.claim_pool(pool, seen=snapshot.stamps.get(pool, 0), counts=tuple(counts[pool]))
         if admitted is None:
             admission.elsewhere.add(pool)  # another claim admits its work now
             continue

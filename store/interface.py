@@ -399,12 +399,16 @@ class Store(abc.ABC):
         ...
 
     @abc.abstractmethod
-    def claim_pool(self, pool: str) -> "tuple[int, int] | None":
+    def claim_pool(self, pool: str, *, seen: int, counts: tuple[int, int]) -> "tuple[int, int] | None":
         """This claim's turn at `pool`, until its transaction ends, if no other claim has it (then
         None: that one admits the pool's work now). A pool's capacity is a count over what it has
         admitted, which two claims of it side by side would each read without the other's; claims
         of different pools run side by side. Once the turn is this claim's: what the pool has
-        admitted, (QUEUED, RUNNING). SQLite has one writer at a time already."""
+        admitted, (QUEUED, RUNNING): `counts`, as the claim's snapshot read them when it saw the
+        pool's stamp at `seen`, if no other claim of the pool committed since (the claim counts
+        itself in the stamp and finds `seen` + 1); else read again. Between, runs may only have
+        left the counts (a start, an outcome, a reclaim), never joined them: only a claim does.
+        SQLite has one writer at a time already: the claim's transaction holds it throughout."""
         ...
 
     @abc.abstractmethod
@@ -419,9 +423,9 @@ class Store(abc.ABC):
     def snapshot(self, *, live_since: datetime, admitted: bool = True) -> "Snapshot":
         """What a claim starts from, in one round trip: the live workers (reported since
         `live_since` and not stopped, as pools.registry.live says), what is admitted per pool,
-        tenant and state (unless not `admitted`: a claim reads each pool's when it holds its lock,
-        as `claim_pool`, and the capped tenants' under the lock across pools, as `hold_tenants`),
-        the tenants' concurrency limits and the paused pools."""
+        tenant and state (per pool and state only, tenant 0, when not `admitted`: a claim needs
+        no more, the capped tenants' it reads under the lock across pools, as `hold_tenants`),
+        the tenants' concurrency limits, the paused pools and the pools' claim stamps."""
         ...
 
     # --- rate limits (pools/rate_limits.py; store/rate_limits.py runs them on both stores) ---

@@ -77,10 +77,12 @@ ANYTHING_BLOCKED = "SELECT 1 FROM executions_execution WHERE state = 'BLOCKED' L
 # paused pools ('p'). The admitted rows as an OR of their two states, each arm a read of that
 # state's own partial index (execution_republish, execution_timeout): an IN list implies neither
 # index's condition, and the state-ordered indexes leave those rows out (executions/models.py).
+# What is admitted, per pool, tenant and state ({tenant}: e.tenant_id, {by}: ", e.tenant_id"), or
+# per pool and state ("0", "").
 SNAPSHOT_ADMITTED = (
-    " UNION ALL SELECT 'a', e.pool, e.tenant_id, COUNT(*), CAST(e.state = 'QUEUED' AS INTEGER)"
+    " UNION ALL SELECT 'a', e.pool, {tenant}, COUNT(*), CAST(e.state = 'QUEUED' AS INTEGER)"
     " FROM executions_execution e WHERE (e.state = 'QUEUED' OR e.state = 'RUNNING')"
-    " GROUP BY e.pool, e.tenant_id, e.state"
+    " GROUP BY e.pool{by}, e.state"
 )
 SNAPSHOT = (
     "SELECT 'w', CAST(w.pools AS TEXT), w.slots, w.busy, CAST(w.rate AS REAL) FROM pools_worker w"
@@ -89,6 +91,7 @@ SNAPSHOT = (
     " UNION ALL SELECT 'c', NULL, t.id, t.max_concurrent_executions, 0 FROM tenants_tenant t"
     " WHERE t.max_concurrent_executions IS NOT NULL"
     " UNION ALL SELECT 'p', p.pool, 0, 0, 0 FROM pools_poolpause p"
+    " UNION ALL SELECT 's', c.pool, c.claims, 0, 0 FROM pools_poolclock c"
 )
 
 # What one pool has admitted, and what some tenants have in every pool: read by a claim once it

@@ -111,6 +111,7 @@ class Snapshot(NamedTuple):
     admitted: list[tuple[str, int, str, int]]  # (pool, tenant id, QUEUED or RUNNING, count)
     limits: dict[int, int]  # tenant id: its concurrency limit, for those that have one
     paused: frozenset[str] = frozenset()  # pools an operator paused: nothing of them is admitted
+    stamps: dict[str, int] = {}  # pool: its claims so far (pools.models.PoolClock.claims)
 
 
 def as_uuid(value: Any) -> uuid.UUID:

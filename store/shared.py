@@ -421,10 +421,12 @@ class SharedStore(RateLimitOperations, Statements, Store):
     def snapshot(self, *, live_since: datetime, admitted: bool = True) -> "Snapshot":
         """What a claim starts from, in one round trip: the live workers (reported since
         `live_since` and not stopped, as pools.registry.live says), what is admitted per pool,
-        tenant and state (unless not `admitted`), the tenants' concurrency limits and the paused pools."""
-        workers, counts, limits, paused = [], [], {}, set()
+        tenant and state (per pool and state only, tenant 0, when not `admitted`), the tenants'
+        concurrency limits, the paused pools and the pools' claim stamps."""
+        workers, counts, limits, paused, stamps = [], [], {}, set(), {}
+        grouping = {"tenant": "e.tenant_id", "by": ", e.tenant_id"} if admitted else {"tenant": "0", "by": ""}
         rows = self.fetch(
-            queries.SNAPSHOT.format(admitted=queries.SNAPSHOT_ADMITTED if admitted else ""),
+            queries.SNAPSHOT.format(admitted=queries.SNAPSHOT_ADMITTED.format(**grouping)),
             [live_since],
         )
         for kind, text, a, b, c in rows:
@@ -434,9 +436,11 @@ class SharedStore(RateLimitOperations, Statements, Store):
                 counts.append((text, a, "QUEUED" if c else "RUNNING", b))
             elif kind == "p":
                 paused.add(text)
+            elif kind == "s":
+                stamps[text] = a
             else:
                 limits[a] = b
-        return Snapshot(workers, counts, limits, frozenset(paused))
+        return Snapshot(workers, counts, limits, frozenset(paused), stamps)
 
 
 class _TokenQuery(NamedTuple):

@@ -32,8 +32,8 @@ def _claims_that_meet(monkeypatch) -> tuple[list, list, threading.Barrier]:
     claim_pool = type(store()).claim_pool
     local = threading.local()
 
-    def meeting(self, pool):
-        admitted = claim_pool(self, pool)
+    def meeting(self, pool, **kwargs):
+        admitted = claim_pool(self, pool, **kwargs)
         if admitted is not None and not getattr(local, "met", False):
             local.met = True
             barrier.wait()
@@ -101,3 +101,55 @@ def test_a_capped_tenant_admitted_in_two_pools_at_once_stays_within_its_limit(
     assert queued.filter(tenant_id=tenant.pk).count() == 3
     assert queued.filter(tenant_id=other_tenant.pk).count() == 10
     assert len([m for moved in claimed for m in moved]) == 13
+
+
+def test_a_claim_whose_snapshot_predates_another_claim_of_its_pool_reads_the_pools_counts_again(
+    two_pools, tenant, make_job, monkeypatch
+):
+    """The second claim reads its snapshot, then waits at the pool's lock while the first claims the
+    pool and commits: it finds the pool's stamp moved on by more than itself, counts again, and
+    admits nothing past the pool's limit (10): 10 in all, not 20."""
+    now = timezone.now()
+    for _ in range(30):
+        make_job(tenant, pool="a", run_at=now - timedelta(seconds=1))
+    capacity(now, slots=5, pools=["a"])
+    first_done, second_waits = threading.Event(), threading.Event()
+    claim_pool = type(store()).claim_pool
+
+    def after_the_first(self, pool, **kwargs):
+        if threading.current_thread().name == "second":
+            second_waits.set()
+            assert first_done.wait(10)
+        return claim_pool(self, pool, **kwargs)
+
+    monkeypatch.setattr(type(store()), "claim_pool", after_the_first)
+    claimed, errors = [], []
+
+    def one_claim() -> None:
+        try:
+            with transaction.atomic():
+                claimed.append(
+                    claim(
+                        now=timezone.now(),
+                        limit=1000,
+                        publish_grace=timedelta(seconds=30),
+                        limit_of=lambda pool, load: 10,
+                    ).executions
+                )
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    second = threading.Thread(target=one_claim, name="second")
+    second.start()
+    assert second_waits.wait(10)
+    first = threading.Thread(target=one_claim, name="first")
+    first.start()
+    first.join(30)
+    first_done.set()
+    second.join(30)
+
+    assert not errors, errors
+    assert sorted(len(moved) for moved in claimed) == [0, 10]
+    assert Execution.objects.filter(state="QUEUED").count() == 10

@@ -212,9 +212,16 @@ ADVANCE_JOBS = (
 # --- the claim (store/postgres/admission.py) -----------------------------------------------------------
 
 # A pool's claim lock (a key of the claim's space and the pool's name hashed), tried, not waited
-# for, and held until the transaction ends; the claim's commit made asynchronous in the same
-# round trip.
-CLAIM_POOL = "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)), set_config('synchronous_commit', 'off', true)"
+# for, and held until the transaction ends; once it is held, the pool's claim stamp counts this
+# claim (an upsert works on the stamp's last committed version, whatever the statement's snapshot)
+# and says what it is now; the claim's commit made asynchronous. No row: another claim has the pool.
+# Parameters: the pool, the lock's key, the pool.
+CLAIM_POOL = (
+    "INSERT INTO pools_poolclock (pool, virtual_time, claims) SELECT %s, 0, 1"
+    " WHERE pg_try_advisory_xact_lock(%s, hashtext(%s))"
+    " AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
+    " ON CONFLICT (pool) DO UPDATE SET claims = pools_poolclock.claims + 1 RETURNING claims"
+)
 # The lock of what spans pools (tenants' concurrency limits, named rate limits), waited for.
 CLAIM_ACROSS_POOLS = "SELECT pg_advisory_xact_lock(%s, 0)"
 

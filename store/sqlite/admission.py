@@ -19,10 +19,10 @@ class SqliteAdmission(AdmittedCounts):
         """Of `pools`, those with a PENDING execution due by `now`: a probe each, in process."""
         return {pool for pool in pools if self.fetch(queries.POOL_HAS_DUE, [pool, now])}
 
-    def claim_pool(self, pool: str) -> tuple[int, int] | None:
-        """What `pool` has admitted, (QUEUED, RUNNING): claims take turns already, as SQLite has
-        one writer at a time (the claim's transaction begins IMMEDIATE)."""
-        return self.pool_admitted(pool)
+    def claim_pool(self, pool: str, *, seen: int, counts: tuple[int, int]) -> tuple[int, int] | None:
+        """`counts`: claims take turns already, as SQLite has one writer at a time, and the claim's
+        transaction (it begins IMMEDIATE) has held it since before its snapshot."""
+        return counts
 
     def hold_tenants(self, tenant_ids: Sequence[int]) -> dict[int, int]:
         return self.tenants_admitted(tenant_ids)

@@ -4,7 +4,7 @@ dashboard's, and the wake-ups (the moves and writes are in test_conformance.py).
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -197,7 +197,7 @@ def test_the_claims_reads_find_the_due_work_of_active_jobs(tenant, other_tenant,
     Job.objects.filter(pk=paused.job_id).update(state="PAUSED")
 
     with transaction.atomic():
-        assert store().claim_pool("default") == (0, 0)
+        assert store().claim_pool("default", seen=0, counts=(0, 0)) == (0, 0)
         assert store().anything_due(now=now)
         due = store().due_in_pool(pool="default", now=now, limit=10)
         heads = dict(store().due_heads(pool="default", priority=1, tenant_ids=[tenant.pk, other_tenant.pk], now=now))
@@ -221,10 +221,21 @@ def test_a_claim_reads_what_a_pool_and_the_capped_tenants_have_admitted(tenant, 
 
     assert store().pools_with_due(["default", "reports", "nothing-here"], now=now) == {"default"}
     assert store().pools_with_due(["default"], now=now - timedelta(hours=1)) == set()
+    snapshot = store().snapshot(live_since=now, admitted=False)
+    assert sorted(snapshot.admitted) == [
+        ("default", 0, "QUEUED", 1),
+        ("default", 0, "RUNNING", 1),
+        ("reports", 0, "RUNNING", 1),
+    ]
     with transaction.atomic():
-        assert store().claim_pool("default") == (1, 1)
-        assert store().claim_pool("reports") == (0, 1)
-        assert store().claim_pool("nothing-here") == (0, 0)
+        # The stamp as seen: the snapshot's counts hold. Another claim's in between: read again.
+        assert store().claim_pool("default", seen=snapshot.stamps.get("default", 0), counts=(1, 1)) == (1, 1)
+        assert store().claim_pool("reports", seen=snapshot.stamps.get("reports", 0), counts=(0, 1)) == (0, 1)
+    # Claimed since the snapshot (above): PostgreSQL reads the pool's counts again; SQLite's claim
+    # held the one writer's lock throughout, so what its snapshot read holds.
+    again = (1, 1) if connection.vendor == "postgresql" else (9, 9)
+    with transaction.atomic():
+        assert store().claim_pool("default", seen=snapshot.stamps.get("default", 0), counts=(9, 9)) == again
         assert store().hold_tenants([tenant.pk, other_tenant.pk]) == {tenant.pk: 3}
         assert store().hold_tenants([]) == {}
 
