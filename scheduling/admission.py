@@ -100,7 +100,8 @@ def choose(*, now: datetime, limit: int, limit_of: LimitOf) -> Admission:
     for pool in sorted(s.pools_with_due(list(capacity.keys() - snapshot.paused), now=now)):
         if len(admission.chosen) >= limit:
             break  # full: the dispatcher claims again at once, and this pool then
-        admitted = s.claim_pool(pool, seen=snapshot.stamps.get(pool, 0), counts=tuple(counts[pool]))
+        queued, running = counts[pool]
+        admitted = s.claim_pool(pool, seen=snapshot.stamps.get(pool, 0), counts=(queued, running))
         if admitted is None:
             admission.elsewhere.add(pool)  # another claim admits its work now
             continue
