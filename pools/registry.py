@@ -79,13 +79,15 @@ def capacity(now: datetime) -> dict[str, Capacity]:
     return totals(Worker.objects.filter(live(now)).values_list("pools", "slots", "busy", "rate"))
 
 
-def totals(workers: Iterable[tuple[list[str], int, int, float]]) -> dict[str, Capacity]:
-    """`capacity` of the live workers' (pools, slots, busy, rate), however they were read."""
+def totals(workers: Iterable[tuple]) -> dict[str, Capacity]:
+    """`capacity` of the live workers' (pools, slots, busy, rate), however they were read; a row
+    may stand for several workers' sums, their number fifth (the claim's snapshot: per pool)."""
     sums: dict[str, Capacity] = {}
-    for pools, slots, busy, rate in workers:
+    for pools, slots, busy, rate, *many in workers:
+        count = many[0] if many else 1
         for pool in pools:
             have = sums.get(pool, Capacity(0, 0, 0))
-            sums[pool] = Capacity(have.workers + 1, have.slots + slots, have.busy + busy, have.rate + rate)
+            sums[pool] = Capacity(have.workers + count, have.slots + slots, have.busy + busy, have.rate + rate)
     return sums
 
 

@@ -80,18 +80,22 @@ ANYTHING_BLOCKED = "SELECT 1 FROM executions_execution WHERE state = 'BLOCKED' L
 # What is admitted, per pool, tenant and state ({tenant}: e.tenant_id, {by}: ", e.tenant_id"), or
 # per pool and state ("0", "").
 SNAPSHOT_ADMITTED = (
-    " UNION ALL SELECT 'a', e.pool, {tenant}, COUNT(*), CAST(e.state = 'QUEUED' AS INTEGER)"
+    " UNION ALL SELECT 'a', e.pool, {tenant}, COUNT(*), CAST(e.state = 'QUEUED' AS INTEGER), 0"
     " FROM executions_execution e WHERE (e.state = 'QUEUED' OR e.state = 'RUNNING')"
     " GROUP BY e.pool{by}, e.state"
 )
+# The live workers summed per pool ({pools_of}: the store's set-returning function over a worker's
+# pools, as `j` with a column `value`): a row per pool, not per worker (2,000 workers parsed and
+# summed in Python were a tenth of a claim: bench stage dispatchers).
 SNAPSHOT = (
-    "SELECT 'w', CAST(w.pools AS TEXT), w.slots, w.busy, CAST(w.rate AS REAL) FROM pools_worker w"
-    " WHERE w.stopped_at IS NULL AND w.last_seen_at >= %s"
+    "SELECT 'w', j.value, COUNT(*), SUM(w.slots), SUM(w.busy), CAST(SUM(w.rate) AS REAL)"
+    " FROM pools_worker w, {pools_of}"
+    " WHERE w.stopped_at IS NULL AND w.last_seen_at >= %s GROUP BY j.value"
     "{admitted}"
-    " UNION ALL SELECT 'c', NULL, t.id, t.max_concurrent_executions, 0 FROM tenants_tenant t"
+    " UNION ALL SELECT 'c', NULL, t.id, t.max_concurrent_executions, 0, 0 FROM tenants_tenant t"
     " WHERE t.max_concurrent_executions IS NOT NULL"
-    " UNION ALL SELECT 'p', p.pool, 0, 0, 0 FROM pools_poolpause p"
-    " UNION ALL SELECT 's', c.pool, c.claims, 0, 0 FROM pools_poolclock c"
+    " UNION ALL SELECT 'p', p.pool, 0, 0, 0, 0 FROM pools_poolpause p"
+    " UNION ALL SELECT 's', c.pool, c.claims, 0, 0, 0 FROM pools_poolclock c"
 )
 
 # What one pool has admitted, and what some tenants have in every pool: read by a claim once it

@@ -107,7 +107,8 @@ DueRow = tuple[uuid.UUID, bool, int, int]
 
 
 class Snapshot(NamedTuple):
-    workers: list[tuple[list[str], int, int, float]]  # live: (pools, slots, busy, rate)
+    # The live workers, summed per pool: ([pool], slots, busy, rate, how many workers).
+    workers: list[tuple[list[str], int, int, float, int]]
     admitted: list[tuple[str, int, str, int]]  # (pool, tenant id, QUEUED or RUNNING, count)
     limits: dict[int, int]  # tenant id: its concurrency limit, for those that have one
     paused: frozenset[str] = frozenset()  # pools an operator paused: nothing of them is admitted

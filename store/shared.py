@@ -4,7 +4,6 @@ its own shapes; neither derives from the other."""
 
 import abc
 import functools
-import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, NamedTuple
@@ -39,6 +38,8 @@ _MATERIALISED = ("id", "state", "history_derived", *history.DERIVED_FROM)
 
 
 class SharedStore(RateLimitOperations, Statements, Store):
+    # A worker's pools as rows `j(value)` (the snapshot's FROM: jsonb_array_elements_text, json_each).
+    POOLS_OF: ClassVar[str]
     # A sweeper's batch as a condition: up to a limit of RUNNING executions matching {condition},
     # disjoint from a concurrent sweeper's.
     running_batch: ClassVar[str]
@@ -426,12 +427,12 @@ class SharedStore(RateLimitOperations, Statements, Store):
         workers, counts, limits, paused, stamps = [], [], {}, set(), {}
         grouping = {"tenant": "e.tenant_id", "by": ", e.tenant_id"} if admitted else {"tenant": "0", "by": ""}
         rows = self.fetch(
-            queries.SNAPSHOT.format(admitted=queries.SNAPSHOT_ADMITTED.format(**grouping)),
+            queries.SNAPSHOT.format(pools_of=self.POOLS_OF, admitted=queries.SNAPSHOT_ADMITTED.format(**grouping)),
             [live_since],
         )
-        for kind, text, a, b, c in rows:
+        for kind, text, a, b, c, d in rows:
             if kind == "w":
-                workers.append((json.loads(text), a, b, float(c)))
+                workers.append(([text], int(b), int(c), float(d), int(a)))
             elif kind == "a":
                 counts.append((text, a, "QUEUED" if c else "RUNNING", b))
             elif kind == "p":

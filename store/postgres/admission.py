@@ -26,6 +26,8 @@ class PostgresAdmission(AdmittedCounts):
     # Any constant: the claim locks' space (advisory locks of two keys: this, and the pool's name
     # hashed, or 0 for what spans pools), held until its transaction ends.
     CLAIM_LOCKS = 710_451_200
+    # A worker's pools as rows (the snapshot's {pools_of}).
+    POOLS_OF = "jsonb_array_elements_text(w.pools) AS j(value)"
 
     def pools_with_due(self, pools: Sequence[str], *, now: datetime) -> set[str]:
         if not pools:

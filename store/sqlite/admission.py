@@ -15,6 +15,9 @@ from store.sqlite import queries
 
 
 class SqliteAdmission(AdmittedCounts):
+    # A worker's pools as rows (the snapshot's {pools_of}).
+    POOLS_OF = "json_each(w.pools) AS j"
+
     def pools_with_due(self, pools: Sequence[str], *, now: datetime) -> set[str]:
         """Of `pools`, those with a PENDING execution due by `now`: a probe each, in process."""
         return {pool for pool in pools if self.fetch(queries.POOL_HAS_DUE, [pool, now])}
