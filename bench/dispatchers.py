@@ -114,7 +114,7 @@ class Dispatchers:
             raise RuntimeError(f"dispatchers: {queued:,} of {backlog:,} claimed once")
         self.bench.procs.stop("bench-dispatcher-")
         self.db.capacity(0)
-        self._retire(tenant)
+        self._retire([tenant], POOLS)
         return backlog / elapsed, waited
 
     def _wait_for_dispatchers(self, count: int) -> None:
@@ -163,13 +163,7 @@ class Dispatchers:
                 break
             claimed += result.claimed
         self.db.capacity(0)
-        for pool in names:
-            self.bench.purge(f"tickwork.{pool}")
-        self.db.conn.execute(
-            "UPDATE executions_execution SET state = 'CANCELLED', republish_at = NULL, finished_at = now()"
-            " WHERE tenant_id = ANY(%s) AND state IN ('PENDING', 'QUEUED')",
-            [ids],
-        )
+        self._retire(ids, names)
         if claimed != backlog:
             raise RuntimeError(f"the claim at scale took {claimed:,} of {backlog:,}")
         return elapsed * 1000 / claimed
@@ -190,11 +184,12 @@ class Dispatchers:
             [pools, pools, tenants or [], tenants or [], tenant],
         )
 
-    def _retire(self, tenant: int) -> None:
-        for pool in POOLS:
+    def _retire(self, tenant_ids: list[int], pools: list[str]) -> None:
+        """Out of the way of the next figures: the tenants' work done, their pools' queues emptied."""
+        for pool in pools:
             self.bench.purge(f"tickwork.{pool}")
         self.db.conn.execute(
             "UPDATE executions_execution SET state = 'CANCELLED', republish_at = NULL, finished_at = now()"
-            " WHERE tenant_id = %s AND state IN ('PENDING', 'QUEUED')",
-            [tenant],
+            " WHERE tenant_id = ANY(%s) AND state IN ('PENDING', 'QUEUED')",
+            [tenant_ids],
         )
