@@ -36,8 +36,8 @@ class PostgresAdmission(AdmittedCounts):
 
     def claim_pool(self, pool: str, *, seen: int, counts: tuple[int, int]) -> tuple[int, int] | None:
         # Tried, never waited for: a claim that finds a pool taken goes on to the next, so claims
-        # of different pools never wait on each other, and none waits on a lock while it holds
-        # another (the lock across pools, the only one waited for, is taken after them: no cycle).
+        # of different pools never wait on each other. The lock across pools is the only one
+        # waited for, and a claim that holds it never waits for a pool's: no cycle.
         # Two pools whose names hash alike share a lock, which costs only their side-by-side claims.
         # The same round trip makes the claim's commit asynchronous: it returns without waiting
         # for its WAL to reach disk. A claim is only ever redone, never lost: if the database
